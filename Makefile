@@ -1,0 +1,31 @@
+# shoparena — the two commands a fresh machine needs: `make demo` and `make test`.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: demo test lint bench-search install clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/shoparena demo --out demo-out
+
+test: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/ruff check shoparena tests bench
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check shoparena tests bench
+
+bench-search: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/search.py
+
+clean:
+	rm -rf $(VENV) demo-out bench-out .pytest_cache .ruff_cache
