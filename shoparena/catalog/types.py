@@ -89,3 +89,43 @@ def product_contents(product: Product) -> str:
     sku_values = dict.fromkeys(v for opts in product.sku_options.values() for v in opts.values())
     attr_values = dict.fromkeys(v for vals in product.attributes.values() for v in vals)
     return "\n".join((product.title, " ".join(sku_values), " ".join(attr_values)))
+
+
+#: Fields of one ``find_product`` result item, in upstream order (shoppingbench.md §2.1).
+FIND_FIELDS: tuple[str, ...] = ("product_id", "shop_id", "title", "price", "service", "sold_count")
+#: Fields of one ``view_product_information`` item, in upstream order (shoppingbench.md §2.2).
+VIEW_FIELDS: tuple[str, ...] = ("product_id", "short_description", "description", "sku_options", "attributes")
+
+
+class SearchBackend(Protocol):
+    """The search surface every tool, agent and scorer talks to (shoppingbench.md §2).
+
+    Implemented in-process by :class:`shoparena.catalog.search.SearchService` and over HTTP by
+    :class:`shoparena.catalog.client.SearchClient`. Arguments arrive as the raw strings an agent wrote;
+    the backend applies the upstream parsing rules (or the strict ones) itself.
+    """
+
+    def find_product(
+        self,
+        q: str,
+        page: int | str = 1,
+        shop_id: str | None = None,
+        price: str | None = None,
+        sort: str | None = None,
+        service: str | None = None,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """Upstream result items (:data:`FIND_FIELDS`), or in strict mode an error observation
+        ``{"error": str, "argument": str, "accepted": str}`` for a malformed argument."""
+        ...
+
+    def view_product_information(self, product_ids: str | list[str]) -> list[dict[str, Any]]:
+        """:data:`VIEW_FIELDS` items for the ids found (comma string or list); unknown ids skipped."""
+        ...
+
+    def get_product_raw(self, product_ids: str | list[str]) -> list[dict[str, Any]]:
+        """Full product records for the ids found (scorer only)."""
+        ...
+
+    def get(self, product_id: str) -> Product | None:
+        """One product by exact id, or None."""
+        ...

@@ -1,0 +1,277 @@
+"""The memory-mapped BM25 index: open, look up, and score a query with filters applied inside the index.
+
+Scoring is exhaustive over the query terms' postings (a numpy scatter-add), bit-identical to Lucene's BM25 (see
+:mod:`shoparena.catalog.bm25`), and ranks by ``(score desc, product id asc)`` — Anserini's
+``BREAK_SCORE_TIES_BY_DOCID`` sort — through one 64-bit key per candidate: float32 score bits above, the
+inverted product-id rank below. Filters (shop, price range, required services) are boolean masks over the
+candidate arrays, so a selective filter never turns into a fetch-then-filter loop; the upstream hit cap
+(``CAPACITY``: only the top-k unfiltered hits are ever filtered) is reproduced exactly by a threshold on the
+same key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from shoparena.catalog.analysis import ANALYZER_ID
+from shoparena.catalog.index_build import INDEX_FORMAT, META_FILE, build_index
+from shoparena.catalog.tables import HashLookup, StringTable
+from shoparena.catalog.types import Product
+from shoparena.errors import IndexFormatError, NotFoundError
+
+__all__ = ["MAX_CLAUSES", "DocFilter", "Hits", "SearchIndex", "TooManyClauses"]
+
+#: Lucene's ``IndexSearcher.maxClauseCount``: a query with more distinct terms fails upstream.
+MAX_CLAUSES = 1024
+_EMPTY_DOCS = np.zeros(0, dtype=np.int64)
+_EMPTY_SCORES = np.zeros(0, dtype=np.float32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+class TooManyClauses(Exception):
+    """More than :data:`MAX_CLAUSES` distinct query terms (Lucene's ``TooManyClauses``)."""
+
+
+@dataclass(frozen=True)
+class DocFilter:
+    """Filters applied inside the index. ``shop`` is a shop code (-1: an unknown shop, matches nothing)."""
+
+    shop: int | None = None
+    price_lo: float | None = None
+    price_hi: float | None = None
+    services: int = 0
+
+    def active(self) -> bool:
+        return self.shop is not None or self.price_lo is not None or self.price_hi is not None or self.services != 0
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Ranked documents (doc numbers) and their Lucene scores."""
+
+    docs: np.ndarray
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+
+class SearchIndex(Sequence[Product]):
+    """A read-only, memory-mapped index; also a lazy ``Sequence[Product]`` in document order."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        meta_path = self.path / META_FILE
+        if not meta_path.exists():
+            raise NotFoundError(
+                f"no search index at {self.path}",
+                hint="build one with `shoparena catalog generate` or `shoparena catalog import`",
+            )
+        self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        if self.meta.get("format") != INDEX_FORMAT or self.meta.get("analyzer") != ANALYZER_ID:
+            raise IndexFormatError(
+                f"index at {self.path} has format {self.meta.get('format')!r} / analyzer "
+                f"{self.meta.get('analyzer')!r}; this shoparena reads {INDEX_FORMAT!r} / {ANALYZER_ID!r}",
+                hint="rebuild the index from its documents file",
+            )
+        try:
+            self._open_files()
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"index at {self.path} is incomplete or corrupt: {exc}",
+                                   hint="rebuild the index") from exc
+        self._local = threading.local()
+
+    def _open_files(self) -> None:
+        p = self.path
+
+        def arr(name: str) -> np.ndarray:
+            return np.load(p / f"{name}.npy", mmap_mode="r")
+
+        self.term_offsets = arr("term.off")
+        self.post_docs = arr("post.doc")
+        self.post_tf = arr("post.tf")
+        self.post_x = arr("post.x")
+        self.idf = arr("idf")
+        self.norms = arr("norm")
+        self.doc_lengths = arr("dl")
+        self.prices = arr("price")
+        self.sold_counts = arr("sold")
+        self.services = arr("service")
+        self.shop_codes = arr("shop")
+        self.tiebreak = arr("tiebreak")
+        self._terms = StringTable(p, "terms")
+        self._term_lookup = HashLookup(p, "terms", self._terms)
+        self._pids = StringTable(p, "pid")
+        self._pid_lookup = HashLookup(p, "pid", self._pids)
+        self._shops = StringTable(p, "shop")
+        self._shop_lookup = HashLookup(p, "shop", self._shops)
+        self._raw = StringTable(p, "raw")
+        self._find = StringTable(p, "find")
+        n = int(self.meta["n_docs"])
+        sizes = {len(self.norms), len(self.prices), len(self.shop_codes), len(self.tiebreak), len(self._raw),
+                 len(self._find), len(self._pids)}
+        if sizes != {n} or len(self.term_offsets) != int(self.meta["n_terms"]) + 1 or \
+                len(self.post_docs) != int(self.meta["n_postings"]):
+            raise ValueError("array sizes disagree with meta.json")
+        self._tb_key = (_LOW32 - self.tiebreak.astype(np.uint64)) if n else np.zeros(0, np.uint64)
+
+    # ---- construction ----------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> SearchIndex:
+        return cls(path)
+
+    @classmethod
+    def build(cls, docs: Any, out_dir: str | os.PathLike[str], **kwargs: Any) -> SearchIndex:
+        """Index Products or loader documents into ``out_dir`` and open the result (see :func:`build_index`)."""
+        return cls(build_index(docs, out_dir, **kwargs))
+
+    # ---- documents -------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.meta["n_docs"])
+
+    def __getitem__(self, doc: int) -> Product:  # type: ignore[override]
+        if isinstance(doc, slice):
+            raise TypeError("SearchIndex supports integer indexing only")
+        if doc < 0:
+            doc += len(self)
+        if not 0 <= doc < len(self):
+            raise IndexError(doc)
+        return Product.model_construct(**orjson.loads(self._raw[doc]))
+
+    def __iter__(self) -> Iterator[Product]:
+        for doc in range(len(self)):
+            yield self[doc]
+
+    def doc_of(self, product_id: str) -> int:
+        """The doc number of ``product_id`` (exact string), or -1."""
+        return self._pid_lookup.find(product_id.encode("utf-8"))
+
+    def get(self, product_id: str) -> Product | None:
+        doc = self.doc_of(product_id)
+        return None if doc < 0 else self[doc]
+
+    def raw_json(self, doc: int) -> bytes:
+        """The upstream product record of ``doc`` as JSON bytes."""
+        return self._raw[doc]
+
+    def find_json(self, doc: int) -> bytes:
+        """The ``find_product`` result item of ``doc`` as JSON bytes."""
+        return self._find[doc]
+
+    def product_id(self, doc: int) -> str:
+        return self._pids[doc].decode("utf-8")
+
+    def shop_code(self, shop_id: str) -> int:
+        """The shop code of ``shop_id`` (exact string), or -1."""
+        return self._shop_lookup.find(shop_id.encode("utf-8"))
+
+    def shop_id(self, code: int) -> str:
+        return self._shops[code].decode("utf-8")
+
+    @property
+    def catalog_sha256(self) -> str:
+        """Content hash of the indexed product records (provenance for scores and trajectories)."""
+        return str(self.meta["catalog_sha256"])
+
+    # ---- scoring ---------------------------------------------------------------------------------------
+    def term_id(self, term: str) -> int:
+        return self._term_lookup.find(term.encode("utf-8"))
+
+    def _acc(self) -> np.ndarray:
+        acc = getattr(self._local, "acc", None)
+        if acc is None:
+            acc = self._local.acc = np.zeros(len(self), dtype=np.float64)
+        return acc
+
+    def score_all(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Every document matching any of ``terms`` (analyzed, duplicates = boost) and its float32 score,
+        in no particular order."""
+        boosts: dict[str, int] = {}
+        for t in terms:
+            boosts[t] = boosts.get(t, 0) + 1
+        if len(boosts) > MAX_CLAUSES:
+            raise TooManyClauses(f"{len(boosts)} distinct query terms (max {MAX_CLAUSES})")
+        parts = []
+        for term, boost in boosts.items():
+            tid = self.term_id(term)
+            if tid >= 0:
+                start, end = int(self.term_offsets[tid]), int(self.term_offsets[tid + 1])
+                parts.append((start, end, np.float32(np.float32(boost) * self.idf[tid])))
+        if not parts:
+            return _EMPTY_DOCS, _EMPTY_SCORES
+        if len(parts) == 1:
+            start, end, w = parts[0]
+            return self.post_docs[start:end], w - w / (np.float32(1.0) + self.post_x[start:end])
+        acc = self._acc()
+        chunks = []
+        for start, end, w in parts:
+            docs = self.post_docs[start:end]
+            scores = w - w / (np.float32(1.0) + self.post_x[start:end])
+            if not chunks:
+                acc[docs] = scores
+                chunks.append(docs)
+            else:
+                fresh = docs[acc[docs] == 0.0]
+                if len(fresh):
+                    chunks.append(fresh)
+                acc[docs] += scores
+        cands = np.concatenate(chunks)
+        scores = acc[cands].astype(np.float32)
+        acc[cands] = 0.0
+        return cands, scores
+
+    def _keys(self, docs: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        return (scores.view(np.uint32).astype(np.uint64) << np.uint64(32)) | self._tb_key[docs]
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        k: int = 50,
+        flt: DocFilter | None = None,
+        capacity: int | None = None,
+    ) -> Hits:
+        """The top ``k`` documents for analyzed query ``terms`` passing ``flt``, ranked like Pyserini.
+
+        ``capacity`` reproduces upstream's ``searcher.search(q, k=CAPACITY)`` then filter: a document is eligible
+        only if it ranks within the top ``capacity`` of the unfiltered result.
+        """
+        docs, scores = self.score_all(terms)
+        if len(docs) == 0:
+            return Hits(_EMPTY_DOCS, _EMPTY_SCORES)
+        keys = self._keys(docs, scores)
+        if flt is not None and flt.active():
+            keep = self._mask(docs, flt)
+            if capacity is not None and len(docs) > capacity:
+                cut = np.partition(keys, len(keys) - capacity)[len(keys) - capacity]
+                keep &= keys >= cut
+            docs, scores, keys = docs[keep], scores[keep], keys[keep]
+        if len(keys) > k:
+            top = np.argpartition(keys, len(keys) - k)[len(keys) - k:]
+        else:
+            top = np.arange(len(keys))
+        top = top[np.argsort(keys[top])[::-1]]
+        return Hits(docs[top].astype(np.int64), scores[top])
+
+    def _mask(self, docs: np.ndarray, flt: DocFilter) -> np.ndarray:
+        keep = np.ones(len(docs), dtype=bool)
+        if flt.shop is not None:
+            keep &= self.shop_codes[docs] == flt.shop
+        if flt.price_lo is not None or flt.price_hi is not None:
+            prices = self.prices[docs]
+            if flt.price_lo is not None:
+                keep &= prices >= flt.price_lo
+            if flt.price_hi is not None:
+                keep &= prices <= flt.price_hi
+        if flt.services:
+            keep &= (self.services[docs] & np.uint8(flt.services)) == flt.services
+        return keep
