@@ -18,6 +18,9 @@ BUCKETS: tuple[str, ...] = ("product", "shop", "voucher", "knowledge")
 #: Buckets that enter the 3-bucket ASR (Knowledge is reported apart, shoppingbench.md §7.7).
 ASR_BUCKETS: tuple[str, ...] = ("product", "shop", "voucher")
 PRICE_MODES: tuple[str, ...] = ("less than", "greater than", "between")
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+#: How a generated problem relates to its cluster's base problem (``tasks/generator.py``).
+VARIANTS: tuple[str, ...] = ("base", "paraphrase", "reorder", "substitution")
 
 Number = int | float
 
@@ -107,6 +110,9 @@ class Problem(BaseModel):
     """Knowledge bucket: the trivia answer (coerced to str, spaces kept as upstream stores them)."""
     knowledge_product: Product | None = None
     """Knowledge bucket: the full GT product record (upstream ``reward``)."""
+    variant: str | None = None
+    """Generated problems only: one of :data:`VARIANTS` (base, paraphrase, attribute/item reorder, retailer
+    substitution); None for loaded upstream/ORO problems."""
 
     def to_upstream(self) -> dict[str, Any]:
         """The upstream JSONL object: product reward as one object, shop/voucher as a list."""
@@ -120,6 +126,12 @@ class Problem(BaseModel):
         if self.voucher is not None:
             out["voucher"] = self.voucher.model_dump()
         return out
+
+    def public_view(self) -> dict[str, Any]:
+        """What an agent may see: ``problem_id``, ``bucket`` and ``query`` only. ``reward``, ``voucher``,
+        ``reward_title_embeddings`` (keys are GT titles) and the Knowledge answer never leave the harness
+        (shoppingbench.md §9.17)."""
+        return {"problem_id": self.problem_id, "bucket": self.bucket, "query": self.query}
 
     def gt_ids(self) -> list[str]:
         if self.bucket == "knowledge":
