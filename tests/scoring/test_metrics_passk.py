@@ -1,0 +1,85 @@
+"""pass@k, pass^k and bootstrap intervals (scoring/metrics.py): exact small-sample values."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoparena.scoring.metrics import (
+    bootstrap_ci,
+    default_ks,
+    mean_pass_at_k,
+    mean_pass_hat_k,
+    pass_at_k,
+    pass_hat_k,
+)
+
+
+@pytest.mark.parametrize(("n", "c", "k", "expected"), [
+    (5, 2, 1, 1 - 3 / 5),      # 1 − C(3,1)/C(5,1)
+    (5, 2, 2, 1 - 3 / 10),     # 1 − C(3,2)/C(5,2)
+    (5, 2, 3, 1 - 1 / 10),     # 1 − C(3,3)/C(5,3)
+    (5, 2, 4, 1.0),            # C(3,4) = 0
+    (4, 0, 2, 0.0),
+    (4, 4, 2, 1.0),
+    (10, 1, 5, 1 - 126 / 252),  # 1 − C(9,5)/C(10,5) = 0.5
+])
+def test_pass_at_k_chen_exact(n: int, c: int, k: int, expected: float) -> None:
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-15)
+
+
+@pytest.mark.parametrize(("n", "c", "k", "expected"), [
+    (5, 2, 1, 2 / 5),
+    (5, 2, 2, 1 / 10),   # C(2,2)/C(5,2)
+    (5, 3, 2, 3 / 10),   # C(3,2)/C(5,2)
+    (5, 2, 3, 0.0),
+    (4, 4, 4, 1.0),
+])
+def test_pass_hat_k_tau_bench_exact(n: int, c: int, k: int, expected: float) -> None:
+    assert pass_hat_k(n, c, k) == pytest.approx(expected, abs=1e-15)
+
+
+def test_pass_one_equals_success_fraction() -> None:
+    for n in range(1, 6):
+        for c in range(n + 1):
+            assert pass_at_k(n, c, 1) == pytest.approx(c / n) == pass_hat_k(n, c, 1)
+
+
+def test_means_are_per_problem_then_averaged() -> None:
+    assert mean_pass_at_k([(5, 2), (4, 4)], 2) == pytest.approx((0.7 + 1.0) / 2)
+    assert mean_pass_hat_k([(5, 2), (4, 4)], 2) == pytest.approx((0.1 + 1.0) / 2)
+    assert mean_pass_at_k([], 1) == 0.0
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(3, 4, 1), (3, -1, 1), (3, 1, 4), (3, 1, 0)])
+def test_invalid_counts_raise(n: int, c: int, k: int) -> None:
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+    with pytest.raises(ValueError):
+        pass_hat_k(n, c, k)
+
+
+def test_default_ks_powers_of_two() -> None:
+    assert default_ks(0) == []
+    assert default_ks(1) == [1]
+    assert default_ks(8) == [1, 2, 4, 8]
+    assert default_ks(10) == [1, 2, 4, 8]
+
+
+def test_bootstrap_constant_values_degenerate_interval() -> None:
+    assert bootstrap_ci([0.25] * 7) == (0.25, 0.25)
+
+
+def test_bootstrap_seeded_deterministic_and_brackets_mean() -> None:
+    values = [1, 0, 1, 1, 0, 0, 1, 0, 1, 1]
+    lo, hi = bootstrap_ci(values, seed=3)
+    assert (lo, hi) == bootstrap_ci(values, seed=3)
+    assert 0.0 <= lo <= 0.6 <= hi <= 1.0
+    narrow = bootstrap_ci(values, seed=3, confidence=0.5)
+    assert lo <= narrow[0] <= narrow[1] <= hi
+
+
+def test_bootstrap_rejects_empty_and_bad_confidence() -> None:
+    with pytest.raises(ValueError):
+        bootstrap_ci([])
+    with pytest.raises(ValueError):
+        bootstrap_ci([1.0], confidence=1.0)
