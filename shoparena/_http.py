@@ -31,6 +31,7 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0, *, uds: str | os.PathLik
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
     sock.listen(2048)
     sock.set_inheritable(True)

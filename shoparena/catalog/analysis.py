@@ -18,13 +18,17 @@ on characters assigned or re-classified since (documented divergence).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import regex
 
 from shoparena.catalog.porter import stem
 
-__all__ = ["ANALYZER_ID", "ENGLISH_STOP_WORDS", "MAX_TOKEN_LENGTH", "analyze", "analyze_token", "tokenize"]
+__all__ = [
+    "ANALYZER_ID", "ENGLISH_STOP_WORDS", "MAX_TOKEN_LENGTH", "analyze", "analyze_token", "candidate_tokens",
+    "candidates", "tokenize",
+]
 
 #: Recorded in every index; bump when analysis changes (an index built by another analyzer is refused).
 ANALYZER_ID = "lucene-standard+possessive+lowercase+stop33+porter/v1"
@@ -75,16 +79,38 @@ _GENERAL = regex.compile(rf"(?V1p){_EMOJI}|{_WORD}|{_SEA}|{_HAN}|{_HIRA}")
 
 # ---- the ASCII fast path: the same grammar restricted to ASCII -------------------------------------------
 # ALetter [A-Za-z], Numeric [0-9], MidLetter ':', MidNum ',;', MidNumLet '.', Single_Quote "'", ExtendNumLet '_'.
+# Tokens never cross a character outside [A-Za-z0-9_,;.':], so the text is first cut into candidate runs; a
+# run of letters and digits only is exactly one token (WB5, WB8–WB10), anything else goes through the exact
+# ASCII grammar. The stdlib ``re`` engine is used here: it is about twice as fast as ``regex`` on this pattern.
 _ARUN = r"(?:[0-9](?:_*[0-9]|[,;.'][0-9])*|[A-Za-z](?:_*[A-Za-z]|[:.'][A-Za-z])*)"
-_ASCII = regex.compile(rf"_*{_ARUN}(?:_*{_ARUN})*_*")
+_ASCII = re.compile(rf"_*{_ARUN}(?:_*{_ARUN})*_*")
+_CANDIDATE = re.compile(r"[A-Za-z0-9_]+(?:[,;.':][A-Za-z0-9_]+)*")
+
+
+def candidates(text: str) -> list[str]:
+    """The runs of an ASCII text that tokens are made from (see :func:`candidate_tokens`)."""
+    return _CANDIDATE.findall(text)
+
+
+def candidate_tokens(run: str) -> list[str]:
+    """Tokenizer tokens of one candidate run of an ASCII text."""
+    if len(run) > MAX_TOKEN_LENGTH:
+        return _tokenize_general(run)
+    if run.isalnum():
+        return [run]
+    return _ASCII.findall(run)
 
 
 def tokenize(text: str) -> list[str]:
     """Lucene ``StandardTokenizer`` tokens of ``text`` (before any filter)."""
     if text.isascii():
-        tokens = _ASCII.findall(text)
-        if all(len(t) <= MAX_TOKEN_LENGTH for t in tokens):
-            return tokens
+        out: list[str] = []
+        for run in _CANDIDATE.findall(text):
+            if run.isalnum() and len(run) <= MAX_TOKEN_LENGTH:
+                out.append(run)
+            else:
+                out.extend(candidate_tokens(run))
+        return out
     return _tokenize_general(text)
 
 

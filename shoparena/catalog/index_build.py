@@ -35,7 +35,8 @@ import orjson
 
 from shoparena import __version__
 from shoparena.catalog import bm25
-from shoparena.catalog.analysis import ANALYZER_ID, analyze_token, tokenize
+from shoparena.catalog.analysis import ANALYZER_ID, analyze_token, candidate_tokens, candidates, tokenize
+from shoparena.catalog.loader import upstream_record
 from shoparena.catalog.tables import BlobWriter, HashLookup, StringTable
 from shoparena.catalog.types import SERVICE_CODES, Product, product_contents
 from shoparena.errors import DataError
@@ -43,7 +44,7 @@ from shoparena.errors import DataError
 INDEX_FORMAT = "shoparena-bm25/1"
 META_FILE = "meta.json"
 _SERVICE_BIT = {code: 1 << i for i, code in enumerate(SERVICE_CODES)}
-_TOKEN_CACHE_LIMIT = 4_000_000
+_CACHE_LIMIT = 4_000_000
 
 
 def service_mask(codes: Iterable[str]) -> int:
@@ -106,9 +107,22 @@ def _write(docs: Iterable[Any], tmp: Path, *, k1: float, b: float, progress: Cal
     tok_counts = array("i")
     term_ids = array("i")
     vocab: dict[str, int] = {}
-    cache: dict[str, int] = {}
+    runs: dict[str, tuple[int, ...]] = {}  # ASCII candidate run -> its term ids (stop words dropped)
+    tokens: dict[str, int] = {}  # tokenizer token -> term id, -1 for a stop word
     sha = hashlib.sha256()
     dumps = orjson.dumps
+
+    def term_id(token: str) -> int:
+        tid = tokens.get(token)
+        if tid is None:
+            term = analyze_token(token)
+            tid = tokens[token] = -1 if term is None else vocab.setdefault(term, len(vocab))
+        return tid
+
+    def run_ids(run: str) -> tuple[int, ...]:
+        ids = tuple(t for t in map(term_id, candidate_tokens(run)) if t >= 0)
+        runs[run] = ids
+        return ids
 
     for n, doc in enumerate(docs):
         product, contents = _split(doc)
@@ -117,7 +131,7 @@ def _write(docs: Iterable[Any], tmp: Path, *, k1: float, b: float, progress: Cal
             raise DataError(f"duplicate product_id {pid!r} at document {n}", hint="ids must be unique")
         seen.add(pid)
         pids.append(pid)
-        record = dumps(product.to_upstream())
+        record = dumps(upstream_record(product))
         sha.update(record)
         sha.update(b"\n")
         raw_w.add(record)
@@ -130,17 +144,18 @@ def _write(docs: Iterable[Any], tmp: Path, *, k1: float, b: float, progress: Cal
         prices.append(product.price)
         sold.append(product.sold_count)
         services.append(service_mask(product.service))
-        toks = tokenize(contents)
-        try:
-            ids = [cache[t] for t in toks]
-        except KeyError:
-            if len(cache) > _TOKEN_CACHE_LIMIT:
-                cache.clear()
-            for t in toks:
-                if t not in cache:
-                    term = analyze_token(t)
-                    cache[t] = -1 if term is None else vocab.setdefault(term, len(vocab))
-            ids = [cache[t] for t in toks]
+        if contents.isascii():
+            doc_runs = candidates(contents)
+            try:
+                ids = [t for r in doc_runs for t in runs[r]]
+            except KeyError:
+                if len(runs) > _CACHE_LIMIT:
+                    runs.clear()
+                ids = [t for r in doc_runs for t in (runs.get(r) or run_ids(r))]
+        else:
+            if len(tokens) > _CACHE_LIMIT:
+                tokens.clear()
+            ids = [t for t in map(term_id, tokenize(contents)) if t >= 0]
         term_ids.extend(ids)
         tok_counts.append(len(ids))
         if progress is not None and n % 1000 == 999:

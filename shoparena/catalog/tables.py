@@ -7,6 +7,7 @@ the same index shares the page cache instead of copying it: read-only search rep
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -28,15 +29,20 @@ class BlobWriter:
         self.directory = directory
         self.name = name
         self._fh: BinaryIO = open(directory / f"{name}.bin", "wb")
-        self._offsets: list[int] = [0]
+        self._buf = bytearray()
+        self._offsets = array("q", [0])
         self._pos = 0
 
     def add(self, data: bytes) -> None:
-        self._fh.write(data)
+        self._buf += data
         self._pos += len(data)
         self._offsets.append(self._pos)
+        if len(self._buf) > 1 << 20:
+            self._fh.write(self._buf)
+            self._buf.clear()
 
     def close(self) -> None:
+        self._fh.write(self._buf)
         self._fh.close()
         np.save(self.directory / f"{self.name}.off.npy", np.asarray(self._offsets, dtype=np.int64))
 
