@@ -70,19 +70,40 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[
         raise
 
 
+class JsonlWriter:
+    """Row-at-a-time JSONL writer over an open binary file (gzip with a fixed header for ``.gz`` names)."""
+
+    def __init__(self, raw: IO[bytes], gz: bool) -> None:
+        self._raw = raw
+        self._fh: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if gz else raw
+        self.count = 0
+
+    def write(self, row: Any) -> None:
+        self._fh.write(orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS))
+        self._fh.write(b"\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self._fh is not self._raw:
+            self._fh.close()
+
+
+@contextlib.contextmanager
+def jsonl_writer(path: str | os.PathLike[str]) -> Iterator[JsonlWriter]:
+    """Atomically write a JSONL file row by row (see :func:`write_jsonl`)."""
+    p = Path(path)
+    with atomic_write(p, "wb") as raw:
+        writer = JsonlWriter(raw, p.suffix == ".gz")
+        try:
+            yield writer
+        finally:
+            writer.close()
+
+
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> int:
     """Atomically write rows as JSONL (gzip when the name ends in ``.gz``, with a fixed mtime so the same
     rows give the same bytes). Returns the row count."""
-    p = Path(path)
-    n = 0
-    with atomic_write(p, "wb") as raw:
-        fh: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if p.suffix == ".gz" else raw
-        try:
-            for row in rows:
-                fh.write(orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS))
-                fh.write(b"\n")
-                n += 1
-        finally:
-            if fh is not raw:
-                fh.close()
-    return n
+    with jsonl_writer(path) as writer:
+        for row in rows:
+            writer.write(row)
+    return writer.count

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from _env_helpers import FakeClock
 
 from shoparena.catalog.index import SearchIndex
 from shoparena.catalog.search import SearchService
 from shoparena.catalog.types import Product
+from tests.env._env_helpers import FakeClock
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from _env_helpers import ScriptedPolicy, tags
-
 from shoparena.catalog.search import SearchService
 from shoparena.env.prompts import NATIVE, ORO_SFT, ROLLOUT, detect_task, system_prompt
 from shoparena.env.runner import run_episode
 from shoparena.env.tools import get_toolset
+from tests.env._env_helpers import ScriptedPolicy, tags
 
 TERMINATE = {"name": "terminate", "parameters": {"status": "success"}}
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from _env_helpers import ScriptedPolicy, tags
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from shoparena.env.runner import run_episode
 from shoparena.env.types import StepRecord
 from shoparena.errors import DataError
 from shoparena.scoring.format import format_reward
+from tests.env._env_helpers import ScriptedPolicy, tags
 
 QUERY = "Looking for a violin bow — ümlaut, 中文, emoji 🎻"
 

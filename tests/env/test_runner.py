@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import pytest
-from _env_helpers import AsyncScriptedPolicy, FakeClock, ScriptedPolicy, tags
 
 from shoparena.catalog.search import SearchService
 from shoparena.env.records import messages_to_steps
@@ -17,6 +16,7 @@ from shoparena.env.types import AssistantMessage, Episode, StepRecord, ToolCall
 from shoparena.errors import ConfigError
 from shoparena.scoring.format import format_reward
 from shoparena.tasks.types import Problem, RewardItem, Voucher
+from tests.env._env_helpers import AsyncScriptedPolicy, FakeClock, ScriptedPolicy, tags
 
 QUERY = "I need a full size violin bow with horsetail hair."
 SEARCH = {"name": "find_product", "parameters": {"q": "violin bow", "page": 1}}

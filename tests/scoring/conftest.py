@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _scoring_helpers import DictLookup, recommend, step, terminate, upstream_problem
 
 from shoparena.catalog.types import Product
 from shoparena.tasks.types import Problem
+from tests.scoring._scoring_helpers import DictLookup, recommend, step, terminate, upstream_problem
 
 FILES = {"product": "synthesize_product_test.jsonl", "shop": "synthesize_shop_test.jsonl",
          "voucher": "synthesize_voucher_test.jsonl", "knowledge": "synthesize_web_simpleqa_test.jsonl"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _scoring_helpers import recommend, step, terminate
 
 from shoparena.scoring.format import (
     format_reward,
@@ -12,6 +11,7 @@ from shoparena.scoring.format import (
     trajectory_format,
 )
 from shoparena.scoring.types import ParityFlags
+from tests.scoring._scoring_helpers import recommend, step, terminate
 
 CALL = '[{"name": "find_product", "parameters": {"q": "violin bow", "page": 1}}]'
 

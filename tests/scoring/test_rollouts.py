@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _scoring_helpers import recommend, terminate
 
 from shoparena.errors import NotFoundError
 from shoparena.scoring.rollouts import RolloutLoadReport, load_rollouts, match_rollouts, parse_rollout
 from shoparena.scoring.types import UPSTREAM_MAX_ROLLOUT_LINES, ParityFlags
 from shoparena.tasks.types import Problem
+from tests.scoring._scoring_helpers import recommend, terminate
 
 
 def write(path: Path, lines: list[Any]) -> Path:

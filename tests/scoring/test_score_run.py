@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _scoring_helpers import DictLookup
 
 from shoparena.catalog.types import Product
 from shoparena.scoring.run import ScoreConfig, score_run
 from shoparena.scoring.types import ParityFlags
 from shoparena.tasks.types import Problem
+from tests.scoring._scoring_helpers import DictLookup
 
 
 @pytest.fixture()

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _scoring_helpers import FixedSimilarity
 
 from shoparena.catalog.types import Product
 from shoparena.scoring.items import axis_totals, score_item
 from shoparena.scoring.types import FIELDS, Mode
 from shoparena.tasks.types import RewardItem
+from tests.scoring._scoring_helpers import FixedSimilarity
 
 BOW = "3706669986"  # 256.0, shop 3450032, service [COD], sku size 1/4|4/4 violin bow, material horsetail
 SHOES = "4428034196"  # 899.0, variants {eu:42 black}, {eu:43 white}, {eu:42 white}

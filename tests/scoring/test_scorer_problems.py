@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _scoring_helpers import DictLookup, FixedSimilarity, recommend, step, terminate
 
 from shoparena.catalog.types import Product
 from shoparena.errors import ConfigError
 from shoparena.scoring.scorer import Scorer, is_successful
 from shoparena.scoring.types import Mode, ParityFlags
 from shoparena.tasks.types import Problem, RewardItem, Voucher
+from tests.scoring._scoring_helpers import DictLookup, FixedSimilarity, recommend, step, terminate
 
 BOW, STRINGS, STICKS = "3706669986", "1203344557", "1203344558"  # shop 3450032: 256, 199, 150
 SHOES = "4428034196"  # shop 3242082: 899
