@@ -6,11 +6,16 @@ it through these functions, so the layout is defined once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shoparena.catalog.types import Product
 from shoparena.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from shoparena.catalog.index import SearchIndex
+    from shoparena.catalog.loader import LoadReport
 
 DOCUMENTS_FILE = "documents.jsonl.gz"
 INDEX_DIR = "index"
@@ -51,3 +56,40 @@ def iter_catalog_products(catalog: str | Path) -> Iterator[Product]:
     from shoparena.catalog.loader import iter_products
 
     return iter_products(documents_path(catalog))
+
+
+def create_catalog(products: Iterable[Product], out: str | Path,
+                   progress: Callable[[int], None] | None = None) -> SearchIndex:
+    """Write ``out/documents.jsonl.gz`` and build ``out/index`` in one pass over ``products``."""
+    from shoparena._io import jsonl_writer
+    from shoparena.catalog.index import SearchIndex
+    from shoparena.catalog.loader import document_row
+
+    root = Path(out)
+    with jsonl_writer(root / DOCUMENTS_FILE) as writer:
+
+        def tee() -> Iterator[Product]:
+            for product in products:
+                writer.write(document_row(product))
+                yield product
+
+        index = SearchIndex.build(tee(), root / INDEX_DIR, progress=progress)
+    (root / SOURCE_FILE).unlink(missing_ok=True)
+    return index
+
+
+def import_catalog(file: str | Path, out: str | Path,
+                   progress: Callable[[int], None] | None = None) -> tuple[SearchIndex, LoadReport]:
+    """Index an upstream ``documents.jsonl[.gz]`` into ``out/index`` (the file is referenced, not copied).
+
+    Bad lines are skipped, counted and returned in the :class:`LoadReport` with their line numbers.
+    """
+    from shoparena.catalog.index import SearchIndex
+    from shoparena.catalog.loader import LoadReport, iter_documents
+
+    source = Path(file).resolve()
+    root = Path(out)
+    report = LoadReport(path=str(source))
+    index = SearchIndex.build(iter_documents(source, report), root / INDEX_DIR, progress=progress)
+    (root / SOURCE_FILE).write_text(str(source) + "\n", encoding="utf-8")
+    return index, report

@@ -6,15 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import typer.testing as typer_testing
 
+import shoparena.cli.problems as problems_cli
 from shoparena.tasks.loader import load_problems
-
-try:  # the CLI package imports every command group; skip while one of them is not written yet
-    import typer.testing as typer_testing
-
-    import shoparena.cli.problems as problems_cli
-except ImportError as exc:  # pragma: no cover - depends on the state of the checkout
-    pytest.skip(f"shoparena.cli not importable: {exc}", allow_module_level=True)
 
 
 def test_stats_json_shoppingbench_3_4(data_dir: Path) -> None:

@@ -1,0 +1,161 @@
+"""``shoparena demo``: the main job on the embedded default, end to end, with readable output.
+
+Today it builds a synthetic catalog and a problem set, runs a few searches, and scores hand-made
+recommendations (played through the real episode runner and tools, scored from the written rollout file in both
+scorer modes). Every artefact lands in ``--out`` so each step can be repeated with its own command.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from shoparena.cli._common import console
+
+
+class HandMadeShopper:
+    """A scripted policy (tag protocol): search the query once, recommend the given ids, terminate."""
+
+    def __init__(self, query: str, ids: list[str], why: str) -> None:
+        self.turns = [
+            ("Search the catalog for what the user asks.", [{"name": "find_product",
+                                                            "parameters": {"q": query, "page": 1}}]),
+            (why, [{"name": "recommend_product", "parameters": {"product_ids": ",".join(ids)}}]),
+            ("Done.", [{"name": "terminate", "parameters": {"status": "success"}}]),
+        ]
+        self.step = 0
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        from shoparena.env import AssistantMessage
+
+        think, calls = self.turns[min(self.step, len(self.turns) - 1)]
+        self.step += 1
+        return AssistantMessage(content=f"<think>{think}</think>\n<tool_call>{json.dumps(calls)}</tool_call>")
+
+
+def _search_table(title: str, items: list[dict[str, Any]] | dict[str, Any], limit: int = 5) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("product_id", "shop_id", "title", "price", "service", "sold"):
+        table.add_column(col, overflow="ellipsis", no_wrap=True, max_width=52 if col == "title" else None)
+    if isinstance(items, dict):
+        table.add_row("error", items.get("argument", ""), items.get("error", ""), "", "", "")
+        return table
+    for item in items[:limit]:
+        table.add_row(item["product_id"], item["shop_id"], item["title"], f"{item['price']:,.2f}",
+                      ",".join(item["service"]), str(item["sold_count"]))
+    return table
+
+
+def _recommendations(problem: Any, svc: Any) -> list[tuple[str, list[str]]]:
+    """Three hand-made answers per problem: the ground truth, the naive first hits, and a deliberate miss."""
+    gt = problem.gt_ids()
+    hits = svc.find_product(problem.query.split("\n")[0])
+    first = [h["product_id"] for h in hits[: len(gt)]] if isinstance(hits, list) else []
+    if problem.bucket == "product":
+        miss = [next(h["product_id"] for h in hits if h["product_id"] != gt[0])] if len(hits) > 1 else ["0"]
+        miss_why = "another result"
+    elif problem.bucket == "shop":
+        miss, miss_why = list(reversed(gt)), "GT, wrong order"
+    else:
+        miss, miss_why = gt[:-1], "GT minus one item"
+    return [("ground truth", gt), ("first hits", first), (miss_why, miss)]
+
+
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Directory for every artefact of the run.")] = Path("demo-out"),
+    size: Annotated[int, typer.Option("--size", min=200, help="Synthetic catalog size.")] = 5000,
+    n_problems: Annotated[int, typer.Option("--problems", min=3, help="Problems to generate.")] = 30,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for catalog and problems.")] = 0,
+) -> None:
+    """Run the embedded-default pipeline: catalog → problems → search → run → score."""
+    from shoparena._io import write_jsonl
+    from shoparena.catalog.directory import create_catalog
+    from shoparena.catalog.search import SearchService
+    from shoparena.catalog.synthetic import generate_catalog
+    from shoparena.env import run_episode
+    from shoparena.scoring.run import ScoreConfig, score_run
+    from shoparena.tasks.generator import generate_problems
+    from shoparena.tasks.loader import dump_problems
+    from shoparena.tasks.stats import problem_stats
+
+    t_start = time.perf_counter()
+    console.print(Panel.fit("[bold]shoparena demo[/] — embedded default: synthetic catalog, offline, no keys",
+                            border_style="cyan"))
+
+    # 1. catalog
+    t0 = time.perf_counter()
+    index = create_catalog(generate_catalog(size, seed), out / "catalog")
+    console.print(f"[bold cyan]1. catalog[/]  {len(index):,} products · {index.meta['n_shops']:,} shops · "
+                  f"{index.meta['n_terms']:,} index terms · {time.perf_counter() - t0:.1f} s  → {out / 'catalog'}")
+
+    # 2. problems
+    problems = generate_problems(index, n=n_problems, seed=seed)
+    problems_file = out / "problems.jsonl"
+    dump_problems(problems, problems_file)
+    stats = problem_stats(problems)
+    console.print(f"[bold cyan]2. problems[/] {stats['total']} problems in {stats['clusters']} leak clusters "
+                  f"{dict(stats['counts'])} → {problems_file}")
+    picked = {b: next(p for p in problems if p.bucket == b) for b in ("product", "shop", "voucher")
+              if any(p.bucket == b for p in problems)}
+    for bucket, problem in picked.items():
+        console.print(f"   [dim]{bucket:>8}[/] {problem.query.splitlines()[0]}")
+
+    # 3. searches
+    svc = SearchService(index)
+    strict = SearchService(index, mode="strict")
+    product = picked.get("product") or problems[0]
+    q = product.query.splitlines()[0]
+    gt = index.get(product.gt_ids()[0])
+    console.print("[bold cyan]3. search[/] (BM25 k1=0.9 b=0.4, Lucene analyzer, top-50 then page of 10)")
+    console.print(_search_table(f"find_product q={q!r}", svc.find_product(q)))
+    if gt is not None:
+        lo, hi = int(gt.price * 0.8), int(gt.price * 1.2) + 1
+        console.print(_search_table(f"… price={lo}-{hi} sort=priceasc", svc.find_product(q, price=f"{lo}-{hi}",
+                                                                                        sort="priceasc")))
+        console.print(_search_table(f"… shop_id={gt.shop_id}", svc.find_product(q, shop_id=gt.shop_id)))
+    console.print(_search_table("strict mode, price='above:10' (a real SFT-model output)",
+                                strict.find_product(q, price="above:10")))
+
+    # 4. hand-made recommendations, played through the runner and scored from the rollout file
+    rollouts, labels = [], []
+    for problem in picked.values():
+        for label, ids in _recommendations(problem, svc):
+            episode = run_episode(problem, HandMadeShopper(problem.query, ids, f"Recommend: {label}."), svc)
+            rollouts.append(episode.steps)
+            labels.append((problem, label))
+    rollouts_file = out / "rollouts.jsonl"
+    write_jsonl(rollouts_file, rollouts)
+    picked_problems = list(picked.values())
+    runs = {mode: score_run(index, picked_problems, rollouts_file, ScoreConfig(mode=mode))
+            for mode in ("upstream", "strict")}
+    table = Table(title="4. hand-made recommendations, played through the runner and scored", title_justify="left")
+    for col in ("bucket", "answer", "mode", "ok", "rule", "title", "price", "service", "sku&attr", "gt", "shop/budget"):
+        table.add_column(col, justify="left" if col in ("bucket", "answer", "mode") else "right")
+    by_key = {mode: {(s.problem_id, s.sample): s for s in run.problems} for mode, run in runs.items()}
+    sample_of: dict[str, int] = {}
+    fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+    for problem, label in labels:
+        sample = sample_of.get(problem.problem_id, 0)
+        sample_of[problem.problem_id] = sample + 1
+        for mode in ("upstream", "strict"):
+            sc = by_key[mode][(problem.problem_id, sample)]
+            extra = sc.shop if problem.bucket == "shop" else sc.budget
+            table.add_row(problem.bucket if mode == "upstream" else "", label if mode == "upstream" else "", mode,
+                          "[green]✓[/]" if sc.success else "[red]✗[/]", fmt(sc.rule),
+                          *(fmt(sc.fields.get(k)) for k in ("title", "price", "service", "sku & attrs")),
+                          fmt(sc.gt), fmt(extra), end_section=mode == "strict")
+    console.print(table)
+    for mode, run in runs.items():
+        agg = run.aggregate
+        buckets = "  ".join(f"{b} {v:.2f}" for b, v in agg.asr_by_bucket.items())
+        console.print(f"   {mode:>8}: ASR {agg.asr:.3f} ({buckets})  gt rate {agg.gt_rate:.3f}  "
+                      f"mean rule {agg.rule_mean:.3f}")
+    console.print(f"[dim]re-score: shoparena score --catalog {out / 'catalog'} --problems {problems_file} "
+                  f"--rollouts {rollouts_file} --mode strict[/]")
+    console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")
