@@ -1,16 +1,14 @@
-"""The memory-mapped BM25 index: open, look up, and score a query with filters applied inside the index.
+"""The memory-mapped BM25 index: open it, look documents up, and search it (evaluation in :mod:`.query`).
 
-Scoring is exhaustive over the query terms' postings (a numpy scatter-add), bit-identical to Lucene's BM25 (see
-:mod:`shoparena.catalog.bm25`), and ranks by ``(score desc, product id asc)`` — Anserini's
-``BREAK_SCORE_TIES_BY_DOCID`` sort — through one 64-bit key per candidate: float32 score bits above, the
-inverted product-id rank below. Filters (shop, price range, required services) are boolean masks over the
-candidate arrays, so a selective filter never turns into a fetch-then-filter loop; the upstream hit cap
-(``CAPACITY``: only the top-k unfiltered hits are ever filtered) is reproduced exactly by a threshold on the
-same key.
+Scores are bit-identical to Lucene's BM25 (see :mod:`shoparena.catalog.bm25`) and rank by
+``(score desc, product id asc)`` — Anserini's ``BREAK_SCORE_TIES_BY_DOCID`` sort. Filters (shop, price range,
+required services) are boolean masks over the candidates' document columns, so a selective filter never turns
+into a fetch-then-filter loop; the upstream hit cap (``CAPACITY``) is reproduced exactly.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -22,23 +20,17 @@ from typing import Any
 import numpy as np
 import orjson
 
+from shoparena.catalog import query
 from shoparena.catalog.analysis import ANALYZER_ID
 from shoparena.catalog.index_build import INDEX_FORMAT, META_FILE, build_index
+from shoparena.catalog.query import MAX_CLAUSES, Hits, TooManyClauses
 from shoparena.catalog.tables import HashLookup, StringTable
 from shoparena.catalog.types import Product
 from shoparena.errors import IndexFormatError, NotFoundError
 
 __all__ = ["MAX_CLAUSES", "DocFilter", "Hits", "SearchIndex", "TooManyClauses"]
 
-#: Lucene's ``IndexSearcher.maxClauseCount``: a query with more distinct terms fails upstream.
-MAX_CLAUSES = 1024
-_EMPTY_DOCS = np.zeros(0, dtype=np.int64)
-_EMPTY_SCORES = np.zeros(0, dtype=np.float32)
 _LOW32 = np.uint64(0xFFFFFFFF)
-
-
-class TooManyClauses(Exception):
-    """More than :data:`MAX_CLAUSES` distinct query terms (Lucene's ``TooManyClauses``)."""
 
 
 @dataclass(frozen=True)
@@ -52,17 +44,6 @@ class DocFilter:
 
     def active(self) -> bool:
         return self.shop is not None or self.price_lo is not None or self.price_hi is not None or self.services != 0
-
-
-@dataclass(frozen=True)
-class Hits:
-    """Ranked documents (doc numbers) and their Lucene scores."""
-
-    docs: np.ndarray
-    scores: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.docs)
 
 
 class SearchIndex(Sequence[Product]):
@@ -89,18 +70,22 @@ class SearchIndex(Sequence[Product]):
             raise IndexFormatError(f"index at {self.path} is incomplete or corrupt: {exc}",
                                    hint="rebuild the index") from exc
         self._local = threading.local()
+        self.term_id = functools.lru_cache(maxsize=1 << 16)(self._term_id)
+        """The term id of an analyzed term, or -1 (cached: queries repeat their vocabulary)."""
 
     def _open_files(self) -> None:
         p = self.path
 
         def arr(name: str) -> np.ndarray:
-            return np.load(p / f"{name}.npy", mmap_mode="r")
+            # a plain ndarray view of the mapping: slicing a np.memmap costs a subclass round trip per call
+            return np.load(p / f"{name}.npy", mmap_mode="r").view(np.ndarray)
 
         self.term_offsets = arr("term.off")
         self.post_docs = arr("post.doc")
         self.post_tf = arr("post.tf")
         self.post_x = arr("post.x")
         self.idf = arr("idf")
+        self.term_max_x = arr("term.maxx")
         self.norms = arr("norm")
         self.doc_lengths = arr("dl")
         self.prices = arr("price")
@@ -122,7 +107,18 @@ class SearchIndex(Sequence[Product]):
         if sizes != {n} or len(self.term_offsets) != int(self.meta["n_terms"]) + 1 or \
                 len(self.post_docs) != int(self.meta["n_postings"]):
             raise ValueError("array sizes disagree with meta.json")
-        self._tb_key = (_LOW32 - self.tiebreak.astype(np.uint64)) if n else np.zeros(0, np.uint64)
+
+    def warm(self) -> int:
+        """Touch every page of the postings and document columns so the first queries do not pay page faults
+        (a serving process calls this once at start). Returns the number of bytes read."""
+        total = 0
+        for arr in (self.post_docs, self.post_x, self.term_offsets, self.idf, self.term_max_x, self.prices,
+                    self.shop_codes, self.services, self.tiebreak, self._term_lookup.hashes, self._pid_lookup.hashes):
+            step = max(1, 4096 // max(1, arr.itemsize))
+            if len(arr):
+                np.add.reduce(arr[::step], dtype=np.float64)
+            total += arr.nbytes
+        return total
 
     # ---- construction ----------------------------------------------------------------------------------
     @classmethod
@@ -182,87 +178,31 @@ class SearchIndex(Sequence[Product]):
         """Content hash of the indexed product records (provenance for scores and trajectories)."""
         return str(self.meta["catalog_sha256"])
 
-    # ---- scoring ---------------------------------------------------------------------------------------
-    def term_id(self, term: str) -> int:
+    # ---- scoring (see shoparena.catalog.query) --------------------------------------------------------
+    def _term_id(self, term: str) -> int:
         return self._term_lookup.find(term.encode("utf-8"))
 
-    def _acc(self) -> np.ndarray:
+    def accumulator(self) -> np.ndarray:
+        """This thread's dense score accumulator (all zeros between queries)."""
         acc = getattr(self._local, "acc", None)
         if acc is None:
             acc = self._local.acc = np.zeros(len(self), dtype=np.float64)
         return acc
 
-    def score_all(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Every document matching any of ``terms`` (analyzed, duplicates = boost) and its float32 score,
-        in no particular order."""
-        boosts: dict[str, int] = {}
-        for t in terms:
-            boosts[t] = boosts.get(t, 0) + 1
-        if len(boosts) > MAX_CLAUSES:
-            raise TooManyClauses(f"{len(boosts)} distinct query terms (max {MAX_CLAUSES})")
-        parts = []
-        for term, boost in boosts.items():
-            tid = self.term_id(term)
-            if tid >= 0:
-                start, end = int(self.term_offsets[tid]), int(self.term_offsets[tid + 1])
-                parts.append((start, end, np.float32(np.float32(boost) * self.idf[tid])))
-        if not parts:
-            return _EMPTY_DOCS, _EMPTY_SCORES
-        if len(parts) == 1:
-            start, end, w = parts[0]
-            return self.post_docs[start:end], w - w / (np.float32(1.0) + self.post_x[start:end])
-        acc = self._acc()
-        chunks = []
-        for start, end, w in parts:
-            docs = self.post_docs[start:end]
-            scores = w - w / (np.float32(1.0) + self.post_x[start:end])
-            if not chunks:
-                acc[docs] = scores
-                chunks.append(docs)
-            else:
-                fresh = docs[acc[docs] == 0.0]
-                if len(fresh):
-                    chunks.append(fresh)
-                acc[docs] += scores
-        cands = np.concatenate(chunks)
-        scores = acc[cands].astype(np.float32)
-        acc[cands] = 0.0
-        return cands, scores
+    def slots(self) -> np.ndarray:
+        """This thread's dense doc → candidate-slot map (all zeros between uses)."""
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = np.zeros(len(self), dtype=np.int32)
+        return slot
 
-    def _keys(self, docs: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        return (scores.view(np.uint32).astype(np.uint64) << np.uint64(32)) | self._tb_key[docs]
+    def rank_keys(self, docs: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """One uint64 per document ordering like Pyserini: float32 score bits above, inverted id rank below."""
+        return (scores.astype(np.float32).view(np.uint32).astype(np.uint64) << np.uint64(32)) | \
+            (_LOW32 - self.tiebreak[docs].astype(np.uint64))
 
-    def search(
-        self,
-        terms: Sequence[str],
-        *,
-        k: int = 50,
-        flt: DocFilter | None = None,
-        capacity: int | None = None,
-    ) -> Hits:
-        """The top ``k`` documents for analyzed query ``terms`` passing ``flt``, ranked like Pyserini.
-
-        ``capacity`` reproduces upstream's ``searcher.search(q, k=CAPACITY)`` then filter: a document is eligible
-        only if it ranks within the top ``capacity`` of the unfiltered result.
-        """
-        docs, scores = self.score_all(terms)
-        if len(docs) == 0:
-            return Hits(_EMPTY_DOCS, _EMPTY_SCORES)
-        keys = self._keys(docs, scores)
-        if flt is not None and flt.active():
-            keep = self._mask(docs, flt)
-            if capacity is not None and len(docs) > capacity:
-                cut = np.partition(keys, len(keys) - capacity)[len(keys) - capacity]
-                keep &= keys >= cut
-            docs, scores, keys = docs[keep], scores[keep], keys[keep]
-        if len(keys) > k:
-            top = np.argpartition(keys, len(keys) - k)[len(keys) - k:]
-        else:
-            top = np.arange(len(keys))
-        top = top[np.argsort(keys[top])[::-1]]
-        return Hits(docs[top].astype(np.int64), scores[top])
-
-    def _mask(self, docs: np.ndarray, flt: DocFilter) -> np.ndarray:
+    def filter_mask(self, docs: np.ndarray, flt: DocFilter) -> np.ndarray:
+        """Which of ``docs`` pass ``flt`` (vectorised over the document columns)."""
         keep = np.ones(len(docs), dtype=bool)
         if flt.shop is not None:
             keep &= self.shop_codes[docs] == flt.shop
@@ -275,3 +215,17 @@ class SearchIndex(Sequence[Product]):
         if flt.services:
             keep &= (self.services[docs] & np.uint8(flt.services)) == flt.services
         return keep
+
+    def score_all(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Every document matching any of ``terms`` (analyzed; duplicates boost) and its float32 score."""
+        return query.score_all(self, terms)
+
+    def search(self, terms: Sequence[str], *, k: int = 50, flt: DocFilter | None = None,
+               capacity: int | None = None, prune: bool = True) -> Hits:
+        """The top ``k`` documents for analyzed query ``terms`` passing ``flt``, ranked like Pyserini.
+
+        ``capacity`` reproduces upstream's ``searcher.search(q, k=CAPACITY)`` then filter: a document is eligible
+        only if it ranks within the top ``capacity`` of the unfiltered result. ``prune=False`` scores every
+        matching document (the exhaustive reference the MaxScore path is tested against).
+        """
+        return query.search(self, terms, k=k, flt=flt, capacity=capacity, prune=prune)

@@ -1,4 +1,4 @@
-"""Building the on-disk BM25 index: analysis, postings, norms, document columns (format ``shoparena-bm25/1``).
+"""Building the on-disk BM25 index: analysis, postings, norms, document columns (format ``shoparena-bm25/2``).
 
 The index is a directory of flat files, written to a temporary sibling and renamed into place (a reader never
 sees half an index):
@@ -6,7 +6,8 @@ sees half an index):
 - ``meta.json`` — format, analyzer id, k1/b, collection statistics, catalog hash, tie-break rule;
 - postings in term order: ``term.off.npy`` (int64, V+1), ``post.doc.npy`` (int32 doc numbers ascending within a
   term), ``post.tf.npy`` (term frequency), ``post.x.npy`` (float32 ``tf · normInverse[norm[doc]]``, exactly the
-  product Lucene computes at query time), ``idf.npy`` (float32 per term);
+  product Lucene computes at query time), ``idf.npy`` (float32 per term), ``term.maxx.npy`` (the largest ``x`` of
+  each term, which bounds its score for MaxScore pruning);
 - the vocabulary ``terms.bin``/``terms.off.npy`` with its hash lookup ``terms.hash.npy``/``terms.row.npy``;
 - per-document columns: ``norm.npy`` (Lucene's one-byte length), ``dl.npy``, ``price.npy``, ``sold.npy``,
   ``service.npy`` (bit mask over SERVICE_CODES), ``shop.npy`` (shop code), ``tiebreak.npy`` (rank of the
@@ -41,7 +42,7 @@ from shoparena.catalog.tables import BlobWriter, HashLookup, StringTable
 from shoparena.catalog.types import SERVICE_CODES, Product, product_contents
 from shoparena.errors import DataError
 
-INDEX_FORMAT = "shoparena-bm25/1"
+INDEX_FORMAT = "shoparena-bm25/2"
 META_FILE = "meta.json"
 _SERVICE_BIT = {code: 1 << i for i, code in enumerate(SERVICE_CODES)}
 _CACHE_LIMIT = 4_000_000
@@ -214,6 +215,12 @@ def _write(docs: Iterable[Any], tmp: Path, *, k1: float, b: float, progress: Cal
     np.save(tmp / "post.tf.npy", tf.astype(tf_dtype))
     np.save(tmp / "post.x.npy", post_x)
     np.save(tmp / "idf.npy", bm25.idf(df, doc_count))
+    # per-term maximum of tf·normInverse: the term's score upper bound, for MaxScore pruning at query time
+    max_x = np.zeros(len(terms), dtype=np.float32)
+    if len(post_x):
+        nonempty = df > 0
+        max_x[nonempty] = np.maximum.reduceat(post_x, offsets[:-1][nonempty])
+    np.save(tmp / "term.maxx.npy", max_x)
 
     # ---- document columns ------------------------------------------------------------------------------
     np.save(tmp / "norm.npy", norms)

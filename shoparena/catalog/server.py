@@ -75,6 +75,7 @@ def app_from_env() -> FastAPI:
     """App factory for ``uvicorn --factory --workers N``: reads ``SHOPARENA_INDEX``, ``SHOPARENA_SEARCH_MODE``,
     ``SHOPARENA_SEARCH_FLAVOR`` and ``SHOPARENA_SEARCH_RAW`` (``0`` disables /get_product_raw)."""
     index = SearchIndex.open(os.environ["SHOPARENA_INDEX"])
+    index.warm()
     mode: Mode = os.environ.get("SHOPARENA_SEARCH_MODE", "upstream")  # type: ignore[assignment]
     flavor: Flavor = os.environ.get("SHOPARENA_SEARCH_FLAVOR", "upstream")  # type: ignore[assignment]
     raw = os.environ.get("SHOPARENA_SEARCH_RAW", "1") != "0"
@@ -97,5 +98,7 @@ def serve(index_path: str | os.PathLike[str], *, host: str = "127.0.0.1", port: 
         return
     from shoparena._http import serve_forever
 
-    app = create_app(SearchService(SearchIndex.open(index_path), mode=mode, flavor=flavor), enable_raw=enable_raw)
+    index = SearchIndex.open(index_path)
+    index.warm()
+    app = create_app(SearchService(index, mode=mode, flavor=flavor), enable_raw=enable_raw)
     serve_forever(app, host=host, port=port, uds=uds)
