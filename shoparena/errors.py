@@ -39,6 +39,18 @@ class NotFoundError(ShopArenaError):
     exit_code = 4
 
 
+class BackendError(ShopArenaError):
+    """A model backend failed: unreachable server, HTTP error status, timeout, unusable answer.
+
+    ``status`` is the HTTP status the server answered (None when there was no answer)."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
 class IndexFormatError(DataError):
     """An on-disk search index is missing files, corrupt, or of another format version."""
 

@@ -1,0 +1,195 @@
+"""``hf:<path>`` — a local transformers causal LM with its own chat template and Qwen3 tool calling.
+
+Loads tokenizer and model from local files only (never the hub), puts the model in ``eval()`` mode and generates
+under ``torch.inference_mode()`` off the event loop (``asyncio.to_thread``), one generation per model at a time.
+The prompt is the tokenizer's chat template (``tools``, ``add_generation_prompt``, ``enable_thinking``); the
+completion is parsed as Qwen3 text (``<think>`` then ``<tool_call>`` blocks, :func:`parse_qwen3`) into an
+:class:`AssistantMessage`: reasoning → ``reasoning_content``, calls → ``tool_calls``, the rest → ``content``.
+
+Sampling: temperature 0 is greedy; otherwise multinomial sampling with ``temperature``/``top_p`` (and the model's
+own ``top_k`` default, as vLLM does). A ``seed`` seeds the RNG in a forked state, so the same seed gives the same
+text and the caller's global RNG is left alone. ``stop`` strings end generation and are cut from the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from shoparena.env.protocol_native import parse_qwen3
+from shoparena.env.types import AssistantMessage, ToolCall, Usage
+from shoparena.errors import ConfigError, NotFoundError
+from shoparena.llm.types import ChatBackend, Sampling, backend
+
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "HFBackend", "completion_to_message"]
+
+DEFAULT_MAX_NEW_TOKENS = 1024
+_END_MARKERS = ("<|im_end|>", "<|endoftext|>")
+_RNG_LOCK = threading.Lock()  # seeded sampling touches torch's process-wide RNG
+
+
+def _import_hf() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise ConfigError(f"the hf: backend needs torch and transformers ({exc.name} is not installed)",
+                          hint="pip install 'shoparena[hf]'") from exc
+    return torch, transformers
+
+
+def completion_to_message(text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
+                          ) -> AssistantMessage:
+    """A decoded Qwen3 completion as an :class:`AssistantMessage`: think → ``reasoning_content``, complete
+    ``<tool_call>`` blocks → ``tool_calls`` (ids ``call_<upstream id>``, unique within the message), the remaining
+    text → ``content``. Malformed blocks are dropped, as :func:`parse_qwen3` does."""
+    parsed = parse_qwen3(text)
+    calls, seen = [], set()
+    for i, call in enumerate(parsed.calls):
+        call_id = f"call_{call['tool_call_id']}"
+        if call_id in seen:
+            call_id = f"{call_id}_{i}"
+        seen.add(call_id)
+        calls.append(ToolCall(id=call_id, name=call["name"], arguments=call["parameters"]))
+    usage = None
+    if prompt_tokens is not None and completion_tokens is not None:
+        usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      total_tokens=prompt_tokens + completion_tokens)
+    return AssistantMessage(content=parsed.response, reasoning_content=parsed.think or None, tool_calls=calls,
+                            usage=usage)
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as a chat template expects them: string content, decoded tool-call arguments."""
+    out = []
+    for m in messages:
+        msg = {**m, "content": _text(m.get("content"))}
+        if m.get("tool_calls"):
+            calls = []
+            for tc in m["tool_calls"]:
+                fn = dict(tc.get("function") or tc)
+                if isinstance(fn.get("arguments"), str):
+                    try:
+                        fn["arguments"] = json.loads(fn["arguments"] or "{}")
+                    except ValueError:
+                        pass  # rendered verbatim by the template
+                calls.append({"id": tc.get("id", ""), "type": "function", "function": fn})
+            msg["tool_calls"] = calls
+        out.append(msg)
+    return out
+
+
+class HFBackend:
+    """A local transformers model as a chat backend. ``name`` is the model directory's name."""
+
+    def __init__(self, path: str | Path, *, device: str | None = None, dtype: str | None = None,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> None:
+        torch, transformers = _import_hf()
+        self.path = Path(path).expanduser()
+        if not (self.path / "config.json").is_file():
+            raise NotFoundError(
+                f"no transformers model at {self.path} (config.json missing)",
+                hint="hf: takes a local model directory; fetch one with "
+                     "`huggingface-cli download <repo> --local-dir DIR` or build a tiny one with build_tiny_qwen3",
+            )
+        self.name = self.path.name
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device != "cpu" else torch.float32)
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        if not self.tokenizer.chat_template:
+            raise ConfigError(f"the tokenizer in {self.path} has no chat template",
+                              hint="hf: needs a chat model (tokenizer_config.json / chat_template.jinja)")
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(
+            self.path, local_files_only=True, dtype=torch_dtype).to(self.device)
+        self.model.eval()
+        self.max_new_tokens = max_new_tokens
+        self._lock = threading.Lock()
+        self._torch = torch
+        end = {self.tokenizer.convert_tokens_to_ids(t) for t in _END_MARKERS if t in self.tokenizer.get_vocab()}
+        configured = self.model.generation_config.eos_token_id
+        end |= set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
+        if self.tokenizer.eos_token_id is not None:
+            end.add(self.tokenizer.eos_token_id)
+        self.eos_token_ids = sorted(end)
+        pad = self.tokenizer.pad_token_id
+        self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+               enable_thinking: bool | None = None) -> str:
+        """The prompt text the chat template makes of a conversation (with the generation prompt)."""
+        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+        return self.tokenizer.apply_chat_template(_template_messages(messages), tools=tools or None, tokenize=False,
+                                                  add_generation_prompt=True, **extra)
+
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                 sampling: Sampling | None = None) -> tuple[str, int, int]:
+        """Blocking generation: ``(completion text, prompt tokens, completion tokens)``."""
+        sampling = sampling or Sampling()
+        torch = self._torch
+        prompt = self.render(messages, tools, sampling.enable_thinking)
+        inputs = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(self.device)
+        n_prompt = int(inputs["input_ids"].shape[1])
+        room = getattr(self.model.config, "max_position_embeddings", None)
+        max_new = sampling.max_tokens or self.max_new_tokens
+        if room is not None:
+            max_new = min(max_new, room - n_prompt)
+        if max_new < 1:
+            raise ConfigError(f"the prompt ({n_prompt} tokens) fills the model's context ({room} tokens)")
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new, "eos_token_id": self.eos_token_ids, "pad_token_id": self.pad_token_id,
+        }
+        if sampling.stop:
+            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with self._lock, torch.inference_mode():
+            if kwargs["do_sample"] and sampling.seed is not None:
+                devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
+                with _RNG_LOCK, torch.random.fork_rng(devices=devices):
+                    torch.manual_seed(sampling.seed)
+                    out = self.model.generate(**inputs, **kwargs)
+            else:
+                out = self.model.generate(**inputs, **kwargs)
+        new = out[0, n_prompt:].tolist()
+        while new and new[-1] == self.pad_token_id and self.pad_token_id not in self.eos_token_ids:
+            new.pop()
+        text = self.tokenizer.decode(new, skip_special_tokens=False)
+        return _clip(text, sampling.stop), n_prompt, len(new)
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   sampling: Sampling | None = None) -> AssistantMessage:
+        text, n_prompt, n_completion = await asyncio.to_thread(self.generate, messages, tools, sampling)
+        return completion_to_message(text, n_prompt, n_completion)
+
+    def __repr__(self) -> str:
+        return f"HFBackend({str(self.path)!r}, device={self.device!r})"
+
+
+def _clip(text: str, stop: list[str] | None) -> str:
+    """Cut at the first end marker or stop string (neither is part of the answer)."""
+    cut = len(text)
+    for marker in (*_END_MARKERS, *(stop or ())):
+        at = text.find(marker)
+        if 0 <= at < cut:
+            cut = at
+    return text[:cut]
+
+
+@backend("hf")
+def _from_uri(rest: str) -> ChatBackend:
+    return HFBackend(rest)

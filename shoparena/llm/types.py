@@ -1,0 +1,110 @@
+"""The one chat interface every model sits behind, and the model-URI registry.
+
+A backend turns ``messages`` (OpenAI chat format) + ``tools`` (OpenAI function specs) + :class:`Sampling` into an
+:class:`~shoparena.env.types.AssistantMessage` (content, reasoning, tool calls, token usage). Backends are chosen
+by a model URI whose scheme names a registered backend kind:
+
+- ``openai:<base_url>/<model>`` — any OpenAI-compatible server (vLLM, SGLang, Ollama, hosted APIs);
+- ``hf:<path>`` — a local transformers model with its chat template;
+- ``policy:<name>`` — a built-in offline policy model (``novice``, ``careful``, ``expert`` …).
+
+``get_backend(uri)`` resolves a URI; ``@backend("scheme")`` registers a factory ``(rest_of_uri) -> ChatBackend``.
+Backends are async-first (many episodes in flight on one event loop); :func:`chat_sync` runs one call from
+synchronous code. :class:`BackendPolicy` adapts a backend to the episode runner's one-method ``Policy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from shoparena.env.types import AssistantMessage
+from shoparena.errors import ConfigError, closest
+
+__all__ = [
+    "BackendPolicy", "ChatBackend", "Sampling", "backend", "backend_schemes", "chat_sync", "get_backend",
+]
+
+
+class Sampling(BaseModel):
+    """Sampling parameters of one completion (OpenAI names). ``seed`` makes stochastic backends repeatable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    enable_thinking: bool | None = None
+    """Qwen3 chat-template switch (``extra_body.chat_template_kwargs.enable_thinking`` on vLLM/SGLang)."""
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """``messages`` + ``tools`` + ``sampling`` → one assistant message. ``name`` is the model name reported in
+    responses and logs."""
+
+    name: str
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   sampling: Sampling | None = None) -> AssistantMessage: ...
+
+
+_REGISTRY: dict[str, Callable[[str], ChatBackend]] = {}
+
+
+def backend(scheme: str) -> Callable[[Callable[[str], ChatBackend]], Callable[[str], ChatBackend]]:
+    """Register a backend factory for ``scheme:`` URIs."""
+
+    def register(factory: Callable[[str], ChatBackend]) -> Callable[[str], ChatBackend]:
+        _REGISTRY[scheme] = factory
+        return factory
+
+    return register
+
+
+def _load_builtin_backends() -> None:
+    # Importing the modules registers their schemes; optional dependencies are imported lazily inside them.
+    import shoparena.llm.hf_backend
+    import shoparena.llm.openai_backend
+    import shoparena.llm.policies  # noqa: F401
+
+
+def backend_schemes() -> list[str]:
+    _load_builtin_backends()
+    return sorted(_REGISTRY)
+
+
+def get_backend(uri: str) -> ChatBackend:
+    """The backend a model URI names (``scheme:rest``)."""
+    _load_builtin_backends()
+    scheme, sep, rest = uri.partition(":")
+    if not sep or scheme not in _REGISTRY:
+        near = closest(scheme, list(_REGISTRY))
+        raise ConfigError(
+            f"unknown model URI {uri!r}",
+            hint=(f"did you mean {near}:…? " if near else "")
+            + "use openai:<base_url>/<model>, hf:<path> or policy:<name>",
+        )
+    return _REGISTRY[scheme](rest)
+
+
+def chat_sync(backend: ChatBackend, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+              sampling: Sampling | None = None) -> AssistantMessage:
+    """Run one :meth:`ChatBackend.chat` from synchronous code (not from inside a running event loop)."""
+    return asyncio.run(backend.chat(messages, tools, sampling))
+
+
+class BackendPolicy:
+    """A backend as the episode runner's policy (``async respond``), with fixed sampling parameters."""
+
+    def __init__(self, backend: ChatBackend, sampling: Sampling | None = None) -> None:
+        self.backend = backend
+        self.sampling = sampling or Sampling()
+
+    async def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantMessage:
+        return await self.backend.chat(messages, tools or None, self.sampling)
