@@ -1,0 +1,1 @@
+"""Tests of shoparena.sdk (the stdlib client a sandboxed agent imports)."""
