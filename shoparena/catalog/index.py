@@ -72,6 +72,9 @@ class SearchIndex(Sequence[Product]):
         self._local = threading.local()
         self.term_id = functools.lru_cache(maxsize=1 << 16)(self._term_id)
         """The term id of an analyzed term, or -1 (cached: queries repeat their vocabulary)."""
+        self.capacity_key = functools.lru_cache(maxsize=256)(self._capacity_key)
+        """``(clauses, capacity) ->`` the rank key of the ``capacity``-th unfiltered hit (0: fewer hits). Cached:
+        agents page through, and re-filter, the same query text."""
 
     def _open_files(self) -> None:
         p = self.path
@@ -92,6 +95,8 @@ class SearchIndex(Sequence[Product]):
         self.sold_counts = arr("sold")
         self.services = arr("service")
         self.shop_codes = arr("shop")
+        self.shop_offsets = arr("shopdocs.off")
+        self.shop_docs = arr("shopdocs.docs")
         self.tiebreak = arr("tiebreak")
         self._terms = StringTable(p, "terms")
         self._term_lookup = HashLookup(p, "terms", self._terms)
@@ -215,6 +220,17 @@ class SearchIndex(Sequence[Product]):
         if flt.services:
             keep &= (self.services[docs] & np.uint8(flt.services)) == flt.services
         return keep
+
+    def shop_members(self, shop: int) -> np.ndarray:
+        """The doc numbers of shop code ``shop``, ascending."""
+        return self.shop_docs[int(self.shop_offsets[shop]):int(self.shop_offsets[shop + 1])]
+
+    def _capacity_key(self, terms: tuple[str, ...], capacity: int) -> int:
+        docs, scores = query.score_all(self, terms)
+        if len(docs) <= capacity:
+            return 0
+        keys = self.rank_keys(docs, scores)
+        return int(np.partition(keys, len(keys) - capacity)[len(keys) - capacity])
 
     def score_all(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Every document matching any of ``terms`` (analyzed; duplicates boost) and its float32 score."""

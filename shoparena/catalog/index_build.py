@@ -1,4 +1,4 @@
-"""Building the on-disk BM25 index: analysis, postings, norms, document columns (format ``shoparena-bm25/2``).
+"""Building the on-disk BM25 index: analysis, postings, norms, document columns (format ``shoparena-bm25/3``).
 
 The index is a directory of flat files, written to a temporary sibling and renamed into place (a reader never
 sees half an index):
@@ -11,7 +11,8 @@ sees half an index):
 - the vocabulary ``terms.bin``/``terms.off.npy`` with its hash lookup ``terms.hash.npy``/``terms.row.npy``;
 - per-document columns: ``norm.npy`` (Lucene's one-byte length), ``dl.npy``, ``price.npy``, ``sold.npy``,
   ``service.npy`` (bit mask over SERVICE_CODES), ``shop.npy`` (shop code), ``tiebreak.npy`` (rank of the
-  product id in byte order: Anserini sorts score ties by the collection docid string);
+  product id in byte order: Anserini sorts score ties by the collection docid string), and each shop's documents
+  (``shopdocs.off.npy`` / ``shopdocs.docs.npy``, doc numbers ascending) for shop-filtered queries;
 - records: ``raw.bin`` (the upstream product JSON) and ``find.bin`` (the pre-serialised ``find_product`` item),
   product and shop id tables with hash lookups.
 
@@ -42,7 +43,7 @@ from shoparena.catalog.tables import BlobWriter, HashLookup, StringTable
 from shoparena.catalog.types import SERVICE_CODES, Product, product_contents
 from shoparena.errors import DataError
 
-INDEX_FORMAT = "shoparena-bm25/2"
+INDEX_FORMAT = "shoparena-bm25/3"
 META_FILE = "meta.json"
 _SERVICE_BIT = {code: 1 << i for i, code in enumerate(SERVICE_CODES)}
 _CACHE_LIMIT = 4_000_000
@@ -239,6 +240,11 @@ def _write(docs: Iterable[Any], tmp: Path, *, k1: float, b: float, progress: Cal
     shop_bytes = [s.encode("utf-8") for s in shop_of]
     StringTable.write(tmp, "shop", shop_bytes)
     HashLookup.write(tmp, "shop", shop_bytes)
+    codes = np.frombuffer(shop_codes, dtype=np.int32) if shop_codes else np.zeros(0, np.int32)
+    shop_off = np.zeros(len(shop_of) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=len(shop_of)), out=shop_off[1:])
+    np.save(tmp / "shopdocs.off.npy", shop_off)
+    np.save(tmp / "shopdocs.docs.npy", np.argsort(codes, kind="stable").astype(np.int32))
 
     meta = {
         "format": INDEX_FORMAT,

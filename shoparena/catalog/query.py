@@ -14,9 +14,13 @@ and the few survivors get their scores completed by binary search in the remaini
 therefore exactly those of exhaustive evaluation (a test compares the two), only cheaper when some query terms
 are rarer than others.
 
+**Shop filters** are selective: when the shop's documents are few compared with the query's postings, they are
+scored directly by binary search in each posting list instead.
+
 **The cap.** Upstream filters only the first ``CAPACITY`` unfiltered hits. Every document ranked above the last
 result is a candidate with an exact score, so the rule is applied exactly: count the candidates above the last
-result; if that reaches the cap, keep only results ranked within the cap.
+result; if that reaches the cap, keep only results ranked within the cap. The shop path compares with the
+query's capacity-th unfiltered rank key instead (computed once per query text and cached).
 """
 
 from __future__ import annotations
@@ -115,6 +119,11 @@ def search(index: SearchIndex, terms: Sequence[str], *, k: int = 50, flt: DocFil
     active = flt is not None and flt.active()
     if not clauses or (active and flt.shop == -1):  # type: ignore[union-attr]
         return Hits(_EMPTY_DOCS, _EMPTY_SCORES)
+    if active and prune and flt.shop is not None:  # type: ignore[union-attr]
+        members = index.shop_members(flt.shop)  # type: ignore[union-attr]
+        total_df = sum(c.end - c.start for c in clauses)
+        if len(members) * len(clauses) * 4 < total_df:  # scoring the shop's own documents is cheaper
+            return _search_members(index, terms, clauses, members, k, flt, capacity, total_df)  # type: ignore[arg-type]
     clauses.sort(key=lambda c: -c.bound)
     tails = [*np.cumsum([c.bound for c in reversed(clauses)])[::-1].tolist(), 0.0]
     acc = index.accumulator()
@@ -190,6 +199,43 @@ def search(index: SearchIndex, terms: Sequence[str], *, k: int = 50, flt: DocFil
     if active and capacity is not None and len(cands) > capacity and len(top):
         top = _apply_capacity(index, cands, all_scores, docs[top], scores[top], capacity, top)
     return Hits(docs[top].astype(np.int64), scores[top])
+
+
+def _search_members(index: SearchIndex, terms: Sequence[str], clauses: list[_Clause], members: np.ndarray, k: int,
+                    flt: DocFilter, capacity: int | None, total_df: int) -> Hits:
+    """Shop-filtered search: score the shop's documents directly (binary search in each posting list), then
+    apply the cap with the query's cached capacity-th unfiltered rank key."""
+    cands = members[index.filter_mask(members, flt)]
+    partial = np.zeros(len(cands), dtype=np.float64)
+    matched = np.zeros(len(cands), dtype=bool)
+    for cl in clauses:
+        docs = index.post_docs[cl.start:cl.end]
+        pos = np.minimum(np.searchsorted(docs, cands), len(docs) - 1)
+        hit = np.take(docs, pos) == cands
+        partial[hit] += cl.scores(index, pos[hit])
+        matched |= hit
+    docs, scores = cands[matched], partial[matched].astype(np.float32)
+    top = _top(index, docs, scores, k)
+    if capacity is not None and total_df > capacity and len(top) and _may_pass_cap(clauses, scores[top[-1]], capacity):
+        cut = index.capacity_key(tuple(sorted(terms)), capacity)
+        if cut:
+            top = top[index.rank_keys(docs[top], scores[top]) >= np.uint64(cut)]
+    return Hits(docs[top].astype(np.int64), scores[top])
+
+
+def _may_pass_cap(clauses: list[_Clause], last: float, capacity: int) -> bool:
+    """Whether more than ``capacity`` documents could score at least ``last``. A document that does must hold one
+    of the clauses whose bounds, summed with all weaker clauses, still reach ``last``; the posting lists of those
+    clauses bound the count."""
+    ordered = sorted(clauses, key=lambda c: -c.bound)
+    tail = sum(c.bound for c in ordered)
+    count = 0
+    for cl in ordered:
+        if tail * _MARGIN < last:
+            break
+        count += cl.end - cl.start
+        tail -= cl.bound
+    return count > capacity
 
 
 def _top(index: SearchIndex, docs: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

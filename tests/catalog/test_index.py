@@ -204,12 +204,18 @@ def test_empty_and_unknown_queries(sample_index) -> None:
     assert len(sample_index.search(analyze("the of and"))) == 0
 
 
-def test_maxscore_pruning_returns_exactly_the_exhaustive_ranking(tmp_path) -> None:
-    """MaxScore skips documents that cannot reach the top k; on a synthetic catalog with very frequent and very
-    rare terms, with and without filters and caps, it must agree with exhaustive evaluation exactly."""
+def test_maxscore_pruning_returns_exactly_the_exhaustive_ranking(tmp_path, monkeypatch) -> None:
+    """MaxScore skips documents that cannot reach the top k, and shop filters score the shop's documents
+    directly; on a synthetic catalog with very frequent and very rare terms, with and without filters and caps,
+    both must agree with exhaustive evaluation exactly."""
     import random
 
+    from shoparena.catalog import query as query_module
     from shoparena.catalog.synthetic import generate_catalog
+
+    shop_path = []
+    members = query_module._search_members
+    monkeypatch.setattr(query_module, "_search_members", lambda *a, **k: shop_path.append(1) or members(*a, **k))
 
     products = list(generate_catalog(3000, seed=5))
     index = SearchIndex.build(products, tmp_path / "ix")
@@ -230,3 +236,4 @@ def test_maxscore_pruning_returns_exactly_the_exhaustive_ranking(tmp_path) -> No
                     assert fast.scores.tolist() == slow.scores.tolist()
                     checked += len(slow)
     assert checked > 50_000
+    assert len(shop_path) > 100  # the direct shop path really ran
