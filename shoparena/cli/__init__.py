@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from shoparena.cli import catalog, demo, problems, score, search
+from shoparena.cli import catalog, demo, llm, problems, run, score, search
 from shoparena.cli._common import err_console
 from shoparena.errors import ShopArenaError
 
@@ -23,6 +23,9 @@ app = typer.Typer(
 )
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(problems.app, name="problems")
+app.add_typer(llm.app, name="llm")
+app.command("serve")(llm.serve)
+app.command("run")(run.run)
 app.command("search")(search.search)
 app.command("score")(score.score)
 app.command("demo")(demo.demo)

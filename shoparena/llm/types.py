@@ -25,7 +25,8 @@ from shoparena.env.types import AssistantMessage
 from shoparena.errors import ConfigError, closest
 
 __all__ = [
-    "BackendPolicy", "ChatBackend", "Sampling", "backend", "backend_schemes", "chat_sync", "get_backend",
+    "BackendPolicy", "ChatBackend", "Sampling", "SyncBackendPolicy", "backend", "backend_schemes", "chat_sync",
+    "get_backend", "policy_for",
 ]
 
 
@@ -108,3 +109,22 @@ class BackendPolicy:
 
     async def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantMessage:
         return await self.backend.chat(messages, tools or None, self.sampling)
+
+
+class SyncBackendPolicy:
+    """A backend with a blocking ``complete`` (the offline policies) as a synchronous policy: the runner then
+    needs no event loop per episode."""
+
+    def __init__(self, backend: Any, sampling: Sampling | None = None) -> None:
+        self.backend = backend
+        self.sampling = sampling or Sampling()
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantMessage:
+        return self.backend.complete(messages, tools or None, self.sampling)  # type: ignore[no-any-return]
+
+
+def policy_for(backend: ChatBackend, sampling: Sampling | None = None) -> BackendPolicy | SyncBackendPolicy:
+    """The cheapest runner policy for ``backend``: synchronous when it offers ``complete``, else async."""
+    if callable(getattr(backend, "complete", None)):
+        return SyncBackendPolicy(backend, sampling)
+    return BackendPolicy(backend, sampling)

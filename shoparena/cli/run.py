@@ -1,0 +1,56 @@
+"""``shoparena run``: run an agent over problems through the logging gateway and score it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from shoparena.cli._common import console, print_json, progress_bar
+
+
+def run(
+    catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
+    problems: Annotated[Path, typer.Option("--problems", help="Problems: our JSONL, upstream JSONL or ORO suite.")],
+    agent: Annotated[str, typer.Option("--agent", help="react | oro7 | pipeline | PATH.py (defines agent_main).")],
+    model: Annotated[str, typer.Option("--model", help="Model URI: policy:NAME, hf:PATH, openai:URL/MODEL.")]
+    = "policy:expert",
+    n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k up to n).")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the per-run sampling seeds.")] = 0,
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("runs/latest"),
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).")]
+    = None,
+    concurrency: Annotated[int | None, typer.Option(help="Agent worker processes (default: CPU cores).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per agent call.")] = 300.0,
+    protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.")] = "strict",
+    limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json."""
+    from shoparena.agents.run import RunConfig, run_agents
+    from shoparena.tasks.loader import load_problems
+
+    loaded = load_problems(problems)
+    if limit is not None:
+        loaded = loaded[:limit]
+    config = RunConfig(agent=agent, model=model, n_samples=n, seed=seed, temperature=temperature,
+                       concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
+                       score_mode=mode)  # type: ignore[arg-type]
+    with progress_bar(f"{agent} × {model}", len(loaded) * n) as advance:
+        summary = run_agents(catalog, loaded, config, out, progress=advance)
+    if as_json:
+        print_json(summary.model_dump())
+        return
+    table = Table(title=f"{agent} with {model}: {summary.n_problems} problems × {n}", title_justify="left")
+    for col in ("ASR", *summary.asr_by_bucket, *summary.pass_at_k, "gt rate", "runs", "search A/B", "time"):
+        table.add_column(col, justify="right")
+    statuses = ", ".join(f"{k} {v}" for k, v in summary.statuses.items())
+    axes = f"{summary.calls.get('search_axis_A', 0)}/{summary.calls.get('search_axis_B', 0)}"
+    table.add_row(f"{summary.asr:.3f}", *(f"{v:.3f}" for v in summary.asr_by_bucket.values()),
+                  *(f"{v:.3f}" for v in summary.pass_at_k.values()), f"{summary.gt_rate:.3f}", statuses, axes,
+                  f"{summary.seconds:.1f} s")
+    console.print(table)
+    console.print(f"[dim]→ {out}/rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json[/]")

@@ -1,0 +1,43 @@
+"""Built-in offline policy models, ``policy:<name>`` (issue 3): ``random``, ``novice``, ``careful``, ``expert``.
+
+They read only the conversation (messages + tools, never a problem record or its rewards) and write what a
+model would: a ``<think>`` rationale grounded in the observations and tool calls, in the tag protocol or the
+native one, with the ``upstream4`` or ``oro7`` tools. ``Sampling.temperature`` drives their choices
+(softmax over heuristic scores, probabilistic skipping) and ``Sampling.seed`` makes them repeatable. They also
+answer the axis-B sub-task prompts (``shoparena.llm.subtasks``).
+
+Modules: ``parse``/``phrases`` (query understanding), ``state`` (reading both protocols), ``knowledge``
+(observations, matching), ``engine``/``flows``/``vouchers`` (the strategies), ``levels`` (what differs per
+level), ``decide`` (seeded sampling), ``render`` (replies), ``subtasks``, ``backend`` (the chat backend).
+"""
+
+from __future__ import annotations
+
+from shoparena.errors import ConfigError, closest
+from shoparena.llm.policies.backend import PolicyBackend
+from shoparena.llm.policies.levels import LEVELS, Skill
+from shoparena.llm.policies.parse import Request, VoucherSpec, parse_request
+from shoparena.llm.types import backend
+
+__all__ = ["LEVELS", "PolicyBackend", "Request", "Skill", "VoucherSpec", "get_policy", "parse_request",
+           "policy_names"]
+
+_INSTANCES: dict[str, PolicyBackend] = {}
+
+
+def policy_names() -> list[str]:
+    """The registered levels, weakest first."""
+    return list(LEVELS)
+
+
+@backend("policy")
+def get_policy(name: str) -> PolicyBackend:
+    """The shared backend of level ``name`` (one instance per level, so its replay cache is shared)."""
+    key = name.strip().lower()
+    if key not in LEVELS:
+        near = closest(key, list(LEVELS))
+        raise ConfigError(f"unknown offline policy {name!r}",
+                          hint=(f"did you mean policy:{near}? " if near else "") + f"choose one of {list(LEVELS)}")
+    if key not in _INSTANCES:
+        _INSTANCES[key] = PolicyBackend(LEVELS[key])
+    return _INSTANCES[key]
