@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint bench-search install clean
+.PHONY: demo test lint bench-search bench-env bench-policies install clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,12 @@ lint: $(STAMP)
 
 bench-search: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/search.py
+
+bench-env: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/env.py
+
+bench-policies: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/policies.py --greedy
 
 clean:
 	rm -rf $(VENV) demo-out bench-out .pytest_cache .ruff_cache

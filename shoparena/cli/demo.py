@@ -1,8 +1,9 @@
 """``shoparena demo``: the main job on the embedded default, end to end, with readable output.
 
-Today it builds a synthetic catalog and a problem set, runs a few searches, and scores hand-made
-recommendations (played through the real episode runner and tools, scored from the written rollout file in both
-scorer modes). Every artefact lands in ``--out`` so each step can be repeated with its own command.
+It builds a synthetic catalog and a problem set, runs a few searches, scores hand-made recommendations (played
+through the real episode runner and tools, scored from the written rollout file in both scorer modes), then runs
+built-in agents with offline policy models through the logging gateway. Every artefact lands in ``--out`` so
+each step can be repeated with its own command.
 """
 
 from __future__ import annotations
@@ -65,6 +66,31 @@ def _recommendations(problem: Any, svc: Any) -> list[tuple[str, list[str]]]:
     else:
         miss, miss_why = gt[:-1], "GT minus one item"
     return [("ground truth", gt), ("first hits", first), (miss_why, miss)]
+
+
+#: (agent, model) pairs the demo runs: one agentic ReAct agent, one sub-task pipeline, one weak baseline.
+DEMO_AGENTS: tuple[tuple[str, str], ...] = (
+    ("react", "policy:expert"), ("pipeline", "policy:expert"), ("react", "policy:novice"),
+)
+
+
+def _agents(out: Path, problems: list[Any], seed: int) -> None:
+    from shoparena.agents.run import RunConfig, run_agents
+
+    table = Table(title="5. agents through the logging gateway (sandbox-ready single files, strict scorer)",
+                  title_justify="left")
+    for col in ("agent", "model", "ASR", "product", "shop", "voucher", "search calls A / B", "LLM calls", "time"):
+        table.add_column(col, justify="left" if col in ("agent", "model") else "right")
+    for agent, model in DEMO_AGENTS:
+        summary = run_agents(out / "catalog", problems, RunConfig(agent=agent, model=model, seed=seed),
+                             out / "runs" / f"{agent}-{model.split(':')[-1]}")
+        by = summary.asr_by_bucket
+        table.add_row(agent, model, f"{summary.asr:.2f}", *(f"{by.get(b, 0):.2f}" for b in ("product", "shop", "voucher")),
+                      f"{summary.calls.get('search_axis_A', 0)} / {summary.calls.get('search_axis_B', 0)}",
+                      str(summary.calls.get("inference", 0)), f"{summary.seconds:.1f} s")
+    console.print(table)
+    console.print("[dim]axis A: the model emitted the tool call; axis B: Python issued it (gateway attribution). "
+                  f"Trajectories and call logs: {out / 'runs'}/*/rollouts.jsonl, calls.jsonl[/]")
 
 
 def demo(
@@ -158,4 +184,7 @@ def demo(
                       f"mean rule {agg.rule_mean:.3f}")
     console.print(f"[dim]re-score: shoparena score --catalog {out / 'catalog'} --problems {problems_file} "
                   f"--rollouts {rollouts_file} --mode strict[/]")
+
+    # 5. agents through the logging gateway
+    _agents(out, problems, seed)
     console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")
