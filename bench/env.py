@@ -4,7 +4,8 @@
 
 Reuses (or builds) the synthetic catalog of ``bench/search.py``. Prints, from one run:
 - in-process: episodes through ``env.run_episode`` with the policy backend and the in-process SearchService, on
-  one core (one process, one thread): tool calls per second, policy time and tool time per call;
+  one core (one process, one thread): tool calls per second, policy time and tool time per call — once cold
+  (distinct problems, search result cache off) and once arena-like (4 samples per problem, cache on);
 - through the gateway over HTTP: the same episodes with the gateway in another process on a Unix socket and the
   agent using ``shoparena.sdk`` (``GatewayPolicy`` + ``GatewaySearch``): tool calls per second end to end, and
   the per-search-call overhead (HTTP p50 minus in-process p50 on the same queries).
@@ -44,27 +45,31 @@ def _catalog(size: int, out: Path) -> Path:
     return root / "index"
 
 
-def _episodes_in_process(index_path: Path, problems: list, model: str) -> dict:
+def _episodes_in_process(index_path: Path, problems: list, model: str, *, samples: int = 1,
+                         cache_size: int = 0) -> dict:
     from shoparena.catalog.index import SearchIndex
     from shoparena.catalog.search import SearchService
     from shoparena.env import run_episode
-    from shoparena.llm import get_backend, policy_for
+    from shoparena.llm import Sampling, get_backend, policy_for
 
     index = SearchIndex.open(index_path)
     index.warm()
-    svc = SearchService(index, cache_size=0)
-    policy = policy_for(get_backend(model))
-    run_episode(problems[0], policy, svc, protocol="native")  # warm caches and imports
-    calls = 0
+    svc = SearchService(index, cache_size=cache_size)
+    backend = get_backend(model)
+    run_episode(problems[0], policy_for(backend), svc, protocol="native")  # warm caches and imports
+    calls = episodes = 0
     policy_s = tools_s = 0.0
     t0 = time.perf_counter()
-    for p in problems:
-        ep = run_episode(p, policy, svc, protocol="native")
-        calls += ep.n_tool_calls
-        policy_s += ep.timings.policy_s
-        tools_s += ep.timings.tools_s
+    for sample in range(samples):
+        policy = policy_for(backend, Sampling(temperature=0.7 if samples > 1 else 0.0, seed=sample))
+        for p in problems:
+            ep = run_episode(p, policy, svc, protocol="native")
+            calls += ep.n_tool_calls
+            episodes += 1
+            policy_s += ep.timings.policy_s
+            tools_s += ep.timings.tools_s
     wall = time.perf_counter() - t0
-    return {"episodes": len(problems), "calls": calls, "wall": wall, "policy_s": policy_s, "tools_s": tools_s}
+    return {"episodes": episodes, "calls": calls, "wall": wall, "policy_s": policy_s, "tools_s": tools_s}
 
 
 def _gateway_child(index_path: str, model: str, queue: mp.Queue, stop: mp.Event) -> None:
@@ -143,6 +148,12 @@ def main() -> None:
     rate = r["calls"] / r["wall"]
     print(f"  in-process   {r['calls']:,} tool calls in {r['episodes']} episodes, {r['wall']:.2f} s: "
           f"{rate:,.0f} tool calls/s on one core (goal ≥ 5,000: {rate / 5000:.2f}×); per call "
+          f"policy {1000 * r['policy_s'] / r['calls']:.3f} ms, tool {1000 * r['tools_s'] / r['calls']:.3f} ms")
+
+    r = _episodes_in_process(index_path, problems, args.model, samples=4, cache_size=4096)
+    rate = r["calls"] / r["wall"]
+    print(f"  in-process, arena-like: 4 samples per problem at T=0.7 with the search result cache on: "
+          f"{r['calls']:,} calls, {rate:,.0f} tool calls/s ({rate / 5000:.2f}× goal); per call "
           f"policy {1000 * r['policy_s'] / r['calls']:.3f} ms, tool {1000 * r['tools_s'] / r['calls']:.3f} ms")
 
     ctx = mp.get_context("spawn")
