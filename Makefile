@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint bench-search bench-env bench-policies install clean
+.PHONY: demo test lint sysdeps bench-search bench-env bench-policies bench-store bench-sandbox install clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,10 +14,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+sysdeps:
+	@./scripts/sysdeps.sh
+
+demo: $(STAMP) sysdeps
 	OMP_NUM_THREADS=1 $(BIN)/shoparena demo --out demo-out
 
-test: $(STAMP)
+test: $(STAMP) sysdeps
 	OMP_NUM_THREADS=1 $(BIN)/ruff check shoparena tests bench
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
 
@@ -29,6 +32,12 @@ bench-search: $(STAMP)
 
 bench-env: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/env.py
+
+bench-store: $(STAMP) sysdeps
+	OMP_NUM_THREADS=1 $(BIN)/python bench/store.py
+
+bench-sandbox: $(STAMP) sysdeps
+	OMP_NUM_THREADS=1 $(BIN)/python bench/sandbox.py --baseline
 
 bench-policies: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/policies.py --greedy

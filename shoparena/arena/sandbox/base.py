@@ -1,0 +1,94 @@
+"""What every backend shares: the problem loop (sanitise, environment, worker slots) and small helpers.
+
+A backend subclasses :class:`BaseSandbox` and implements ``_run_one`` (one problem, on one worker slot) plus
+``unavailable`` and ``describe``; :meth:`BaseSandbox.run` does the rest, so the contract of
+:class:`~shoparena.arena.sandbox.types.Sandbox` is implemented once.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from shoparena.arena.sandbox.sanitise import sanitise
+from shoparena.arena.sandbox.supervise import run_parallel
+from shoparena.arena.sandbox.types import Envelope, Outcome, SandboxLimits
+from shoparena.errors import ConfigError
+
+__all__ = ["BaseSandbox", "base_env", "memfd"]
+
+#: What every sandboxed agent gets besides the SDK variables.
+BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+            "LANG": "C.UTF-8"}
+
+
+def base_env(extra: dict[str, str], gateway: str) -> dict[str, str]:
+    """:data:`BASE_ENV`, then the validator's per-problem variables, then ``SHOPARENA_GATEWAY`` (not overridable)."""
+    env = dict(BASE_ENV)
+    env.update({str(k): str(v) for k, v in extra.items()})
+    env["SHOPARENA_GATEWAY"] = gateway
+    return env
+
+
+def memfd(name: str, data: bytes) -> int:
+    """An anonymous in-memory file holding ``data``, positioned at its start (close-on-exec until inherited)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+class BaseSandbox:
+    """The shared half of a backend."""
+
+    name = "base"
+    hermetic = True
+
+    def unavailable(self) -> str | None:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _run_one(self, agent: bytes, problem: dict[str, Any], env: dict[str, str], gateway_socket: Path,
+                 limits: SandboxLimits, slot: int, cancel: threading.Event) -> Outcome:
+        raise NotImplementedError
+
+    def _gateway_address(self, gateway_socket: Path) -> str:
+        return "unix:/run/gateway.sock"
+
+    def run(self, agent_file: Path, problems: Sequence[dict[str, Any]], *, gateway_socket: Path,
+            env_for: Callable[[str], dict[str, str]], limits: SandboxLimits | None = None,
+            workers: int = 1) -> Iterator[Outcome]:
+        """See :class:`~shoparena.arena.sandbox.types.Sandbox`. The agent file is read once, here, by the
+        validator; the sandbox gets its bytes, never the host path."""
+        reason = self.unavailable()
+        if reason:
+            raise ConfigError(f"the {self.name} sandbox cannot run here: {reason}",
+                              hint="install bubblewrap (apt-get install bubblewrap) or pick another --sandbox")
+        limits = limits or SandboxLimits()
+        clean = [sanitise(p) for p in problems]
+        agent = Path(agent_file).read_bytes()
+        sock = Path(gateway_socket)
+        if not stat.S_ISSOCK(os.stat(sock).st_mode):
+            raise ConfigError(f"{sock} is not a Unix socket", hint="pass the gateway's uds path")
+        if os.geteuid() == 0 and os.stat(sock).st_mode & 0o006 != 0o006:
+            os.chmod(sock, 0o666)  # sandboxes run as other uids; keep the socket in a private (0700) directory
+        address = self._gateway_address(sock)
+
+        def one(problem: dict[str, Any], slot: int, cancel: threading.Event) -> Outcome:
+            env = base_env(env_for(problem["problem_id"]), address)
+            return self._run_one(agent, problem, env, sock, limits, slot, cancel)
+
+        def failed(problem: dict[str, Any], exc: BaseException) -> Outcome:
+            return Outcome(backend=self.name, limits=limits, envelope=Envelope(
+                problem_id=problem["problem_id"], status="FAILED", execution_time=0.0,
+                error={"type": "SandboxError", "message": f"{type(exc).__name__}: {exc}"[:2000]}))
+
+        return run_parallel(clean, workers, one, failed)

@@ -1,0 +1,111 @@
+"""The NON-hermetic fallback: a plain subprocess per problem, with rlimits (and cgroups where writable).
+
+For machines without bubblewrap or Docker, to test the validator's logic only. The agent runs as the
+validator's own user, sees the whole filesystem and the network, and can read the catalog and the ground
+truth: :attr:`ProcessSandbox.hermetic` is False and :func:`~shoparena.arena.sandbox.get_sandbox` refuses it
+unless ``allow_non_hermetic=True`` (the CLI's ``--allow-non-hermetic``). It shares the entry, the report pipe,
+the limits and the timeout handling with the hermetic backends, so the validator sees identical outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shoparena.arena.sandbox import paths
+from shoparena.arena.sandbox.base import BaseSandbox
+from shoparena.arena.sandbox.bwrap import _JOIN_CGROUPS
+from shoparena.arena.sandbox.limits import ProblemCgroup, cgroup_bases, rlimits
+from shoparena.arena.sandbox.supervise import make_outcome, watch
+from shoparena.arena.sandbox.types import Outcome, SandboxLimits
+
+__all__ = ["ProcessSandbox"]
+
+
+class ProcessSandbox(BaseSandbox):
+    """``process``: one subprocess per problem in its own session and private working directory."""
+
+    name = "process"
+    hermetic = False
+
+    def __init__(self, *, forbidden: Sequence[object] = ()) -> None:
+        """``forbidden`` is accepted for a uniform constructor and ignored: this backend hides nothing."""
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def describe(self) -> dict[str, str]:
+        return self._enforced(SandboxLimits(), {c: "cgroup" for c in cgroup_bases()})
+
+    def _gateway_address(self, gateway_socket: Path) -> str:
+        return f"unix:{gateway_socket}"
+
+    def _enforced(self, limits: SandboxLimits, cg: dict[str, str]) -> dict[str, str]:
+        none = "NONE (non-hermetic process backend)"
+        nproc = "none (root: RLIMIT_NPROC does not apply)" if os.geteuid() == 0 else "none"
+        return {"network": none, "filesystem": none, "processes": "own session; killed by process group",
+                "uid": f"the validator's own (uid {os.geteuid()})", "pids": cg.get("pids", nproc),
+                "memory": cg.get("memory", "no cgroup") + f"; RLIMIT_AS={limits.memory_mb} MB per process",
+                "cpu": cg.get("cpu", "no cgroup") + f"; RLIMIT_CPU={limits.cpu_limit_s()} s per process",
+                "files": f"RLIMIT_NOFILE={limits.open_files}, RLIMIT_FSIZE={limits.file_size_mb} MB",
+                "seccomp": "off",
+                "timeout": f"{limits.timeout_s:g} s wall, TERM then KILL after {limits.kill_grace_s:g} s"}
+
+    def _run_one(self, agent: bytes, problem: dict[str, Any], env: dict[str, str], gateway_socket: Path,
+                 limits: SandboxLimits, slot: int, cancel: threading.Event) -> Outcome:
+        work = Path(tempfile.mkdtemp(prefix="shoparena-sbx-"))
+        cgroup = ProblemCgroup(limits)
+        out_r, out_w = os.pipe()
+        try:
+            (work / "agent.py").write_bytes(agent)
+            (work / "problem.json").write_text(json.dumps(problem), encoding="utf-8")
+            (work / "tmp").mkdir()
+            config = {"agent": str(work / "agent.py"), "problem": str(work / "problem.json"), "out_fd": out_w,
+                      "rlimits": rlimits(limits, nproc=False)}
+            argv = [sys.executable, "-I", "-B", str(paths.ENTRY), json.dumps(config)]
+            env = {**env, "HOME": str(work / "tmp"), "TMPDIR": str(work / "tmp")}
+            if cgroup.dirs:
+                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", *argv]
+                env["SHOPARENA_CGROUPS"] = " ".join(cgroup.procs_files)
+            launched_wall, started = time.time(), time.monotonic()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=[out_w], env=env, cwd=work / "tmp", start_new_session=True)
+        except BaseException:
+            os.close(out_r)
+            cgroup.close()
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        finally:
+            os.close(out_w)
+
+        def signal_tree(sig: int) -> None:
+            try:
+                os.killpg(proc.pid, sig)
+            except OSError:
+                pass
+            if sig == signal.SIGKILL:
+                cgroup.kill()
+
+        try:
+            watched = watch(proc, out_r, limits, cancel, signal_tree, started)
+        finally:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            signal_tree(signal.SIGKILL)  # whatever the agent left running in its session
+            counters = cgroup.counters()
+            cgroup.close()
+            shutil.rmtree(work, ignore_errors=True)
+        return make_outcome(problem["problem_id"], watched, backend=self.name, limits=limits,
+                            launched_wall=launched_wall, counters=counters, enforced=self._enforced(
+                                limits, cgroup.enforced))

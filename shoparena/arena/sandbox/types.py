@@ -1,0 +1,114 @@
+"""What a sandbox run takes and gives back: limits, the per-problem ORO envelope, and the backend contract.
+
+A sandbox runs one submitted single-file agent on a batch of sanitised problems, one process per problem. Its only
+peer is the gateway, reached through a Unix socket bound into the sandbox; everything it writes goes to a private
+tmpfs. Each problem yields an :class:`Outcome`: the ORO envelope (``SUCCESS`` / ``FAILED`` / ``TIMED_OUT``,
+error, dialogue; arena.md §3, shoppingbench.md §6.2) plus sandbox metadata (exit code, output tails, wall time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class SandboxLimits(BaseModel):
+    """Per-problem resource limits (ORO: 4 GB memory, 256 pids, 1024 files, 256 MB tmpfs, 300 s)."""
+
+    model_config = _FROZEN
+
+    timeout_s: float = 300.0
+    """Wall clock per problem; then TERM, then KILL after ``kill_grace_s``."""
+    kill_grace_s: float = 2.0
+    memory_mb: int = 4096
+    """Address-space / memory cap of the agent process tree."""
+    pids: int = 256
+    """Processes and threads the agent may have at once."""
+    open_files: int = 1024
+    tmpfs_mb: int = 256
+    """Size of the private writable /tmp."""
+    file_size_mb: int = 64
+    """Largest file the agent may write (in its tmpfs)."""
+    output_mb: int = 16
+    """Largest envelope (dialogue) accepted back from the agent; bigger output is a FAILED envelope."""
+    cpu_s: float | None = None
+    """CPU seconds per process (RLIMIT_CPU); None = twice the wall-clock timeout plus the grace period."""
+    cpu_shares: int = 512
+    """Relative CPU weight against other sandboxes (docker ``--cpu-shares``; the cpu cgroup where writable)."""
+    tail_kb: int = 16
+    """How much of the end of stdout and stderr is kept."""
+
+    def cpu_limit_s(self) -> int:
+        """The RLIMIT_CPU value actually applied."""
+        return max(1, int(self.cpu_s if self.cpu_s is not None else 2 * self.timeout_s + self.kill_grace_s + 1))
+
+
+class Envelope(BaseModel):
+    """ORO ``output.jsonl`` line for one problem (shoppingbench.md §6.2)."""
+
+    model_config = _FROZEN
+
+    problem_id: str
+    status: Status
+    execution_time: float
+    inference_failure_count: int = 0
+    inference_total: int = 0
+    error: dict[str, str] | None = None
+    """``{type, message}``."""
+    dialogue: list[dict[str, Any]] | None = None
+    """The agent's step list (upstream/ORO step records), or None when it produced none."""
+
+
+class Outcome(BaseModel):
+    """One problem's envelope and what the sandbox observed around it."""
+
+    model_config = _FROZEN
+
+    envelope: Envelope
+    backend: str
+    exit_code: int | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    wall_s: float = 0.0
+    start_overhead_ms: float | None = None
+    """Time from launching the sandbox to the agent's code starting (entry handshake)."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    enforced: dict[str, str] = Field(default_factory=dict)
+    """What actually enforced each guarantee on this run, e.g. ``{"pids": "cgroup pids.max=256", "network":
+    "netns (loopback only)", "uid": "host uid 61000"}``: a limit whose mechanism was unavailable says so."""
+    counters: dict[str, int] = Field(default_factory=dict)
+    """Kernel counters read after the run where available: ``pids_peak``, ``pids_max_hits``, ``memory_peak_mb``,
+    ``oom_kills``."""
+
+
+class Sandbox(Protocol):
+    """A sandbox backend (``bubblewrap``, ``docker``, or the non-hermetic ``process`` fallback)."""
+
+    name: str
+    hermetic: bool
+    """False for backends that do not isolate (tests of the validator logic only, never production)."""
+
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run here (a missing binary or daemon), or None when it can."""
+        ...
+
+    def describe(self) -> dict[str, str]:
+        """What enforces each guarantee on this machine (the same keys as :attr:`Outcome.enforced`)."""
+        ...
+
+    def run(self, agent_file: Path, problems: Sequence[dict[str, Any]], *, gateway_socket: Path,
+            env_for: Callable[[str], dict[str, str]], limits: SandboxLimits | None = None,
+            workers: int = 1) -> Iterator[Outcome]:
+        """Run ``agent_main`` once per problem (``problem_id`` → ``env_for(problem_id)`` gives the SDK environment:
+        ``SHOPARENA_RUN_TOKEN``, ``SHOPARENA_MODEL`` …; the gateway address is set by the sandbox to the socket
+        as seen inside). Every problem is passed through :func:`~shoparena.arena.sandbox.sanitise.sanitise` first.
+        Yields outcomes as problems finish, in any order; never raises for agent misbehaviour (a backend that
+        cannot run at all raises :class:`~shoparena.errors.ConfigError` before the first problem).
+        Closing the iterator early kills the sandboxes still running."""
+        ...

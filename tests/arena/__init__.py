@@ -1,0 +1,1 @@
+"""Tests of the arena: sandbox, judge, validator loop."""
