@@ -1,8 +1,9 @@
 """``shoparena demo``: the main job on the embedded default, end to end, with readable output.
 
 It builds a synthetic catalog and a problem set, runs a few searches, scores hand-made recommendations (played
-through the real episode runner and tools, scored from the written rollout file in both scorer modes), then runs
-built-in agents with offline policy models through the logging gateway. Every artefact lands in ``--out`` so
+through the real episode runner and tools, scored from the written rollout file in both scorer modes), runs
+built-in agents with offline policy models through the logging gateway, and finally evaluates two of them like a
+validator (sandbox → rule score → judge → append-only trajectory records). Every artefact lands in ``--out`` so
 each step can be repeated with its own command.
 """
 
@@ -91,6 +92,44 @@ def _agents(out: Path, problems: list[Any], seed: int) -> None:
     console.print(table)
     console.print("[dim]axis A: the model emitted the tool call; axis B: Python issued it (gateway attribution). "
                   f"Trajectories and call logs: {out / 'runs'}/*/rollouts.jsonl, calls.jsonl[/]")
+
+
+def _validate(out: Path, problems: list[Any]) -> None:
+    import shutil
+
+    from shoparena.agents import agent_path
+    from shoparena.arena.validator import AgentSpec, ValidatorConfig, evaluate
+    from shoparena.store import open_store
+
+    hermetic = shutil.which("bwrap") is not None
+    config = ValidatorConfig(sandbox="bubblewrap" if hermetic else "process", allow_non_hermetic=not hermetic,
+                             validator_hotkey="demo-validator")
+    url = f"sqlite:///{(out / 'trajectories.db').resolve()}"
+    table = Table(title=f"6. validator: {config.sandbox} sandbox → strict scorer → rubric judge → {url}",
+                  title_justify="left")
+    for col in ("agent", "success", "reasoning q", "coeff", "final", "records", "axis", "judge gates failed"):
+        table.add_column(col, justify="left" if col == "agent" else "right")
+    with open_store(url) as store:
+        for name in ("react", "pipeline"):
+            spec = AgentSpec(path=str(agent_path(name)), agent_id=name, miner_hotkey=f"demo-miner-{name}")
+            summary = evaluate(spec, problems, out / "catalog", store, config)
+            records = list(store.query(eval_run_id=summary.eval_run_id))
+            gates = sorted({r.judge["gate"] for r in records if r.judge and r.judge.get("gate")})
+            fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+            table.add_row(name, fmt(summary.success_rate), fmt(summary.reasoning_quality),
+                          fmt(summary.reasoning_coefficient), fmt(summary.final_score),
+                          f"{len(records)} ({summary.records_written} new)",
+                          "/".join(sorted({r.axis for r in records})), ",".join(f"G{g}" for g in gates) or "none")
+        console.print(table)
+        sample = next(iter(store.query(limit=1)), None)
+    if not hermetic:
+        console.print("[yellow]bubblewrap is missing: the demo used the non-hermetic process sandbox[/]")
+    if sample is not None:
+        console.print(f"[dim]a record: {sample.record_id[:16]}… {sample.problem_id} {sample.status} "
+                      f"success={sample.success} judge={sample.judge_score} "
+                      f"({len(sample.judge['spans']) if sample.judge else 0} cited spans), "
+                      f"{len(sample.call_log)} gateway calls, pipeline {sample.pipeline_version}; "
+                      f"export: shoparena store export --store {url} --out records.jsonl[/]")
 
 
 def demo(
@@ -187,4 +226,7 @@ def demo(
 
     # 5. agents through the logging gateway
     _agents(out, problems, seed)
+
+    # 6. the validator: sandbox → score → judge → append-only records
+    _validate(out, [p for b in ("product", "shop", "voucher") for p in [q for q in problems if q.bucket == b][:3]])
     console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")

@@ -1,0 +1,5 @@
+"""``python -m shoparena``: the CLI."""
+
+from shoparena.cli import main
+
+main()
