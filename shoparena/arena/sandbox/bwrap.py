@@ -59,6 +59,9 @@ def bwrap_args(*, privileged: bool, uid: int, binds: Sequence[Path], system: tup
         a += ["--unshare-user", "--disable-userns", "--uid", str(INNER_UID), "--gid", str(INNER_UID),
               "--cap-drop", "ALL"]
     a += ["--die-with-parent", "--new-session"]
+    # The private /tmp first: binds below it (a checkout or venv living under /tmp) are then mounted on top of it
+    # instead of being hidden by it.
+    a += ["--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp"]
     masked = Path("/usr/local") if Path("/usr") in dirs else None
     for d in dirs:
         a += ["--ro-bind", str(d), str(d)]
@@ -82,7 +85,6 @@ def bwrap_args(*, privileged: bool, uid: int, binds: Sequence[Path], system: tup
           "--proc", "/proc", "--dev", "/dev",
           "--perms", "1777", "--size", str(min(limits.tmpfs_mb, 64) << 20), "--tmpfs", "/dev/shm",
           "--remount-ro", "/dev",
-          "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
           "--remount-ro", "/", "--chdir", "/tmp", "--hostname", "sandbox", "--clearenv"]
     for key, value in env.items():
         a += ["--setenv", key, value]
@@ -102,7 +104,7 @@ def _mountpoints(targets: Sequence[Path], dirs: Sequence[Path], masked: Path | N
     for target in targets:
         for parent in reversed(target.parents):
             inside_mask = masked is not None and masked in parent.parents
-            provided = parent == Path("/") or parent == masked or (
+            provided = parent in (Path("/"), Path("/tmp")) or parent == masked or (
                 not inside_mask and any(parent == d or d in parent.parents for d in dirs))
             if not provided and parent not in out:
                 out.append(parent)
