@@ -127,7 +127,9 @@ def test_each_problem_gets_a_fresh_sandbox(world: World, tmp_path: Path) -> None
                  "    open('/tmp/marker', 'w').write(p['problem_id'])\n    return [{'seen': seen}]\n")
     problems = [{"problem_id": f"m{i}", "query": "q"} for i in range(4)]
     outs, _ = _run(_sandbox("bubblewrap"), world, f, problems, workers=1)
-    assert [outs[p["problem_id"]].envelope.dialogue for p in problems] == [[{"seen": []}]] * 4
+    seen = [outs[p["problem_id"]].envelope.dialogue[0]["seen"] for p in problems]
+    # nothing an earlier problem wrote survives (only mount points of a checkout under /tmp may be there)
+    assert all("marker" not in s for s in seen) and len({tuple(s) for s in seen}) == 1
 
 
 @pytest.mark.parametrize("backend", _backends())
