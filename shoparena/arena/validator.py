@@ -44,7 +44,9 @@ class ValidatorConfig(BaseModel):
     model_config = _FROZEN
 
     model: str = "policy:expert"
-    """The inference model the agent may use through the gateway (the allowlist)."""
+    """The default inference model (``SHOPARENA_MODEL`` in the sandbox); always allowed."""
+    models: tuple[str, ...] = ()
+    """Further models agents may ask for by name (the gateway allowlist is ``model`` plus these)."""
     judge: str = "rubric"
     """``rubric`` or ``llm:<model-uri>[,<model-uri>…]``."""
     sandbox: str = "bubblewrap"
@@ -168,7 +170,8 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     done = {r.problem_id for r in store.query(eval_run_id=run_id, pipeline_version=pipeline.key())}
     todo = [p for p in problems if p.problem_id not in done]
     scorer = Scorer(index, mode=config.scorer_mode, similarity=similarity)
-    gateway = Gateway(SearchService(index, flavor="oro"), allowed_models={config.model},
+    allowed = {config.model, *config.models}
+    gateway = Gateway(SearchService(index, flavor="oro"), allowed_models=allowed,
                       limits=Limits().model_copy(update={"rate_per_s": None}))
     sock_dir = Path(tempfile.mkdtemp(prefix="shoparena-val-"))  # 0700: only the validator (and bwrap) reach it
     by_id = {p.problem_id: p for p in problems}
@@ -176,7 +179,7 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     started: dict[str, int] = {}
     for p in todo:
         tokens[p.problem_id] = gateway.open_run(f"{run_id}/{p.problem_id}", problem_id=p.problem_id,
-                                                models={config.model}).token
+                                                models=allowed).token
 
     def env_for(problem_id: str) -> dict[str, str]:
         started[problem_id] = int(time.time() * 1000)

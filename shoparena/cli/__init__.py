@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from shoparena.cli import catalog, demo, llm, problems, run, score, search, validate
+from shoparena.cli import arena, catalog, demo, llm, problems, run, score, search, submit, validate
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import err_console
 from shoparena.errors import ShopArenaError
@@ -26,9 +26,11 @@ app.add_typer(catalog.app, name="catalog")
 app.add_typer(problems.app, name="problems")
 app.add_typer(llm.app, name="llm")
 app.add_typer(store_cli.app, name="store")
+app.add_typer(arena.app, name="arena")
 app.command("serve")(llm.serve)
 app.command("run")(run.run)
 app.command("validate")(validate.validate)
+app.command("submit")(submit.submit)
 app.command("search")(search.search)
 app.command("score")(score.score)
 app.command("demo")(demo.demo)

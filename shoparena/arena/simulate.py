@@ -1,0 +1,270 @@
+"""``shoparena arena simulate``: a whole SN15-style subnet on the embedded default, days in minutes.
+
+The world: a synthetic catalog; a problem pool with leak clusters split into banks (three static suites that are
+never drawn or exported, an open bank for qualifying, a held-out race bank, rotation each day); a
+:class:`~shoparena.arena.chain.LocalChain` with the owner at uid 0, validators with stake and permits, and miners;
+the :class:`~shoparena.arena.service.Arena` over the trajectory store's database; a miner population
+(:mod:`shoparena.arena.population`) that submits single-file agents through the gate and resubmits improved
+versions; validators that claim leased work and run the real validator loop (sandbox → rule score → judge →
+append-only records). Simulated time advances in steps on a :class:`ManualClock`: each step the arena ticks (races
+open, close, complete, promote), validators drain the work queue, and every ``tempo`` validators set weights from
+the newest race's standings and the chain runs an epoch (Yuma consensus, emissions). One validator is flaky: it
+abandons its first claim, whose lease then lapses and returns the item to the queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from shoparena.arena.clock import ManualClock
+from shoparena.arena.config import DAY_S, ArenaConfig
+from shoparena.arena.population import MinerProfile, agent_source, default_population
+
+__all__ = ["SimulationConfig", "SimulationResult", "simulate"]
+
+POLICY_MODELS = ("policy:novice", "policy:careful", "policy:expert")
+
+
+class SimulationConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    miners: int = 12
+    validators: int = 3
+    days: int = 2
+    seed: int = 0
+    store: str | None = None
+    """Trajectory store URL (the arena tables live in the same database); default: a SQLite file in ``out``."""
+    out: str | None = None
+    """Working directory (catalog, banks, agent files); default: a temporary directory."""
+    catalog_size: int = 3000
+    problems: int = 450
+    """Problems in the rotating banks (clusters of 1 + 2 paraphrases)."""
+    qualifying_problems: int = 40
+    race_problems: int = 40
+    step_s: float = 3600.0
+    sandbox: str = "bubblewrap"
+    """Falls back to the non-hermetic ``process`` sandbox (and says so) when bubblewrap is missing."""
+    judge: str = "rubric"
+    workers: int | None = None
+    flaky_validator: bool = True
+
+
+class DayStats(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    day: int
+    trajectories: int
+    evaluations: int
+    by_axis: dict[str, int]
+    by_bucket: dict[str, int]
+    by_status: dict[str, int]
+    wall_s: float
+
+
+class SimulationResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    config: SimulationConfig
+    sandbox: str
+    miners: list[dict[str, Any]]
+    submissions: list[dict[str, Any]]
+    races: list[dict[str, Any]]
+    winners: list[dict[str, Any]]
+    leaderboard: list[dict[str, Any]]
+    weights: dict[str, Any]
+    emissions: dict[str, Any]
+    trajectories: dict[str, Any]
+    days: list[DayStats]
+    events: list[str]
+    store: str
+    wall_s: float
+
+
+def _world(cfg: SimulationConfig, root: Path) -> tuple[Any, Any, Path]:
+    from shoparena.arena.banks import BankSet
+    from shoparena.catalog.directory import create_catalog
+    from shoparena.catalog.synthetic import generate_catalog
+    from shoparena.tasks.generator import generate_problems
+
+    index = create_catalog(generate_catalog(cfg.catalog_size, cfg.seed), root / "catalog")
+    pool = generate_problems(index, n=cfg.problems + 90, seed=cfg.seed, paraphrases=2)
+    suites = {f"static-v{i + 1}": [p for p in pool[-90:] if p.variant in (None, "base")][i * 10:(i + 1) * 10]
+              for i in range(3)}
+    static_ids = {p.problem_id for s in suites.values() for p in s}
+    banks = BankSet.build([p for p in pool if p.problem_id not in static_ids], static=suites, seed=cfg.seed)
+    return index, banks, root / "catalog"
+
+
+def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = None) -> SimulationResult:
+    """Run the subnet for ``cfg.days`` simulated days; returns the leaderboard, races, weights, emissions and the
+    trajectory firehose statistics."""
+    from shoparena.arena.chain import Hyperparameters, LocalChain
+    from shoparena.arena.identity import new_identity
+    from shoparena.arena.service import Arena
+    from shoparena.arena.validator import ValidatorConfig
+    from shoparena.arena.weights import build_weights
+    from shoparena.arena.worker import LocalWork, work_once
+    from shoparena.store import open_store
+
+    t_start = time.perf_counter()
+    say = progress or (lambda _m: None)
+    root = Path(cfg.out) if cfg.out else Path(tempfile.mkdtemp(prefix="shoparena-sim-"))
+    root.mkdir(parents=True, exist_ok=True)
+    store_url = cfg.store or f"sqlite:///{(root / 'subnet.db').resolve()}"
+    _index, banks, catalog = _world(cfg, root)
+    say(f"world: {cfg.catalog_size} products, {len(banks.all_problems())} problems, banks {banks.sizes()}")
+
+    clock = ManualClock()
+    chain = LocalChain(Hyperparameters(tempo=360, immunity_period=5000, weights_rate_limit=100,
+                                       max_allowed_validators=max(8, cfg.validators)), seed=cfg.seed)
+    owner = new_identity("owner", cfg.seed)
+    chain.register(owner.hotkey_ss58, owner.coldkey_ss58)
+    validators = [new_identity(f"validator-{i}", cfg.seed) for i in range(cfg.validators)]
+    for i, v in enumerate(validators):
+        chain.register(v.hotkey_ss58, v.coldkey_ss58)
+        chain.add_stake(v.hotkey_ss58, 100_000.0 * (i + 1))
+    profiles = default_population(cfg.miners, cfg.seed)
+    miners = {p.name: new_identity(p.name, cfg.seed) for p in profiles}
+    for ident in miners.values():
+        chain.register(ident.hotkey_ss58, ident.coldkey_ss58)
+
+    arena_cfg = ArenaConfig(qualifying_problems=cfg.qualifying_problems, race_problems=cfg.race_problems,
+                            required_successes=min(2, cfg.validators), max_attempts=max(2, cfg.validators),
+                            lease_s=2 * cfg.step_s, cooldown_s=12 * 3600.0)
+    sandbox = cfg.sandbox if cfg.sandbox != "bubblewrap" or shutil.which("bwrap") else "process"
+    vcfgs = [ValidatorConfig(model="policy:careful", models=POLICY_MODELS, judge=cfg.judge, sandbox=sandbox,
+                             allow_non_hermetic=sandbox == "process", workers=cfg.workers,
+                             validator_hotkey=v.hotkey_ss58) for v in validators]
+    leaked = [p for p in banks.open_problems()][:20]  # what the answer-table cheat pastes into its file
+    submissions: list[dict[str, Any]] = []
+    events: list[str] = []
+    days: list[DayStats] = []
+    weights_log: dict[str, Any] = {}
+    flaky_pending = cfg.flaky_validator and cfg.validators > 1
+    epoch_emissions: dict[str, float] = defaultdict(float)
+    owner_emission = 0.0
+    steps_per_day = int(DAY_S // cfg.step_s)
+    blocks_per_step = int(cfg.step_s // chain.hparams.block_time_s)
+
+    with Arena(store_url, chain=chain, banks=banks, clock=clock, config=arena_cfg, seed=cfg.seed) as arena, \
+            open_store(store_url) as store:
+        for day in range(cfg.days):
+            t_day = time.perf_counter()
+            run_ids: list[tuple[str, str]] = []
+            for step in range(steps_per_day):
+                if step == 1:  # miners submit early in the day (cooldown 12 h: one version per miner per day)
+                    for prof in profiles:
+                        _submit(arena, prof, miners[prof.name].hotkey_ss58, day, leaked, submissions)
+                events.extend(f"day {day} {time.strftime('%H:%M', time.gmtime(clock.now()))} {e}"
+                              for e in arena.tick())
+                for vi, v in enumerate(validators):
+                    source = LocalWork(arena, v.hotkey_ss58)
+                    if flaky_pending and vi == len(validators) - 1:
+                        claimed = source.claim()
+                        if claimed is not None:  # the flaky validator crashes: its lease will lapse
+                            flaky_pending = False
+                            events.append(f"day {day} validator-{vi} abandoned {claimed.eval_run_id} (lease lapses)")
+                    while (done := work_once(source, catalog, store, vcfgs[vi], root / "agents" / f"v{vi}")) \
+                            is not None:
+                        run_ids.append((done.summary.eval_run_id, done.kind))
+                        say(f"day {day} step {step}: validator-{vi} {done.kind} {done.agent_version_id} "
+                            f"final={done.summary.final_score} status={done.summary.status}")
+                clock.advance(cfg.step_s)
+                for result in chain.advance_blocks(blocks_per_step):
+                    owner_emission += float(result.owner_emission)
+                    for hk, em in zip(result.hotkeys, result.emission, strict=True):
+                        epoch_emissions[hk] += float(em)
+                if step % 2 == 0:
+                    weights_log = _set_weights(arena, chain, validators, build_weights)
+            rotation = banks.rotate(day + 1)
+            events.append(f"day {day} banks rotated: {rotation.model_dump(exclude_none=True)}")
+            days.append(_day_stats(store, day, run_ids, time.perf_counter() - t_day))
+            say(f"day {day}: {days[-1].trajectories} trajectories in {days[-1].wall_s:.0f} s")
+        result = _summary(cfg, arena, chain, store, store_url, sandbox, profiles, miners, validators, owner,
+                          submissions, days, events, weights_log, epoch_emissions, owner_emission, t_start)
+    if not cfg.out:
+        shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _submit(arena: Any, prof: MinerProfile, hotkey: str, day: int, leaked: list[Any],
+            log: list[dict[str, Any]]) -> None:
+    strategy, model = prof.version(day)
+    if day > 0 and prof.version(day - 1) == (strategy, model):
+        return  # nothing new to submit
+    res = arena.submit(hotkey, prof.name, agent_source(prof, day, leaked=leaked))
+    log.append({"day": day, "miner": prof.name, "strategy": strategy, "model": model,
+                "status": res.admission_status, "reason": res.admission_reason,
+                "version": res.version_number, "violations": [v.rule for v in res.violations][:5]})
+
+
+def _set_weights(arena: Any, chain: Any, validators: list[Any], build_weights: Any) -> dict[str, Any]:
+    standings = arena.standings()
+    if standings is None:
+        return {}
+    meta = chain.metagraph()
+    vector = build_weights(standings.finishers, list(meta.hotkeys))
+    uids = list(range(len(vector)))
+    results = {}
+    for v in validators:
+        res = chain.set_weights(v.hotkey_ss58, uids, vector)
+        arena.record_weights(v.hotkey_ss58, uids=uids, weights=vector, ok=res.ok, reason=res.reason,
+                             block=res.block, race_id=standings.race_id)
+        results[v.name] = {"ok": res.ok, "reason": res.reason}
+    return {"race_id": standings.race_id, "vector": {meta.hotkeys[u]: w for u, w in zip(uids, vector, strict=True)
+                                                      if w}, "validators": results}
+
+
+def _day_stats(store: Any, day: int, run_ids: list[tuple[str, str]], wall_s: float) -> DayStats:
+    axis: Counter[str] = Counter()
+    bucket: Counter[str] = Counter()
+    status: Counter[str] = Counter()
+    n = 0
+    for run_id, _kind in run_ids:
+        for row in store.rows(eval_run_id=run_id):
+            n += 1
+            axis[row.axis] += 1
+            bucket[row.bucket] += 1
+            status[row.status] += 1
+    return DayStats(day=day, trajectories=n, evaluations=len(run_ids), by_axis=dict(axis), by_bucket=dict(bucket),
+                    by_status=dict(status), wall_s=round(wall_s, 1))
+
+
+def _summary(cfg: SimulationConfig, arena: Any, chain: Any, store: Any, store_url: str, sandbox: str,
+             profiles: list[MinerProfile], miners: dict[str, Any], validators: list[Any], owner: Any,
+             submissions: list[dict[str, Any]], days: list[DayStats], events: list[str], weights_log: dict[str, Any],
+             emissions: dict[str, float], owner_emission: float, t_start: float) -> SimulationResult:
+    by_hotkey = {ident.hotkey_ss58: name for name, ident in miners.items()}
+    by_hotkey.update({v.hotkey_ss58: v.name for v in validators})
+    by_hotkey[owner.hotkey_ss58] = "owner (uid 0, burn)"
+    rows = arena.leaderboard()
+    owner_of = {row.agent_version_id: by_hotkey.get(row.miner_hotkey, row.miner_hotkey) for row in rows}
+    races = [r.model_dump(mode="json") for r in arena.races()]
+    winners = [{"race": r["race_number"], "winner": owner_of.get(r["winner_agent_version_id"]),
+                "agent_version_id": r["winner_agent_version_id"], "score": r["winner_score"],
+                "promoted": r["promoted"]} for r in races if r["status"] == "RACE_COMPLETE"]
+    board = [{**row.model_dump(mode="json"), "miner": by_hotkey.get(row.miner_hotkey, row.miner_hotkey)}
+             for row in rows]
+    named = {by_hotkey.get(hk, hk): round(v, 4) for hk, v in sorted(emissions.items(), key=lambda kv: -kv[1]) if v}
+    stats = store.stats()
+    firehose = {"total": stats.records, "by_axis": stats.by_axis, "by_bucket": stats.by_bucket,
+                "by_status": stats.by_status, "per_day": [d.trajectories for d in days]}
+    vector = weights_log.get("vector", {})
+    weights = {**weights_log, "vector": {by_hotkey.get(hk, hk): w for hk, w in vector.items()}} if weights_log else {}
+    return SimulationResult(
+        config=cfg, sandbox=sandbox,
+        miners=[{"name": p.name, "strategy": p.strategy, "model": p.model, "improves_on_day": p.improve_day,
+                 "improved_model": p.improved_model, "hotkey": miners[p.name].hotkey_ss58} for p in profiles],
+        submissions=submissions, races=races, winners=winners, leaderboard=board, weights=weights,
+        emissions={"owner": round(owner_emission, 4), "by_participant": named, "block": chain.block},
+        trajectories=firehose, days=days, events=events, store=store_url,
+        wall_s=round(time.perf_counter() - t_start, 1),
+    )
