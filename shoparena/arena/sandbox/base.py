@@ -1,8 +1,10 @@
-"""What every backend shares: the problem loop (sanitise, environment, worker slots) and small helpers.
+"""What every backend shares: the problem loop (sanitise, environment, worker slots, mode) and small helpers.
 
-A backend subclasses :class:`BaseSandbox` and implements ``_run_one`` (one problem, on one worker slot) plus
-``unavailable`` and ``describe``; :meth:`BaseSandbox.run` does the rest, so the contract of
-:class:`~shoparena.arena.sandbox.types.Sandbox` is implemented once.
+A backend subclasses :class:`BaseSandbox` and implements ``_run_one`` (one problem, on one worker slot: the
+``per_problem`` mode) and, where it supports the ``batch`` mode, ``_launch_batch`` (start one sandbox whose
+command is the batch executor; :mod:`~shoparena.arena.sandbox.batch` does the rest), plus ``unavailable`` and
+``describe``; :meth:`BaseSandbox.run` does the rest, so the contract of :class:`~shoparena.arena.sandbox.types.Sandbox`
+is implemented once. A backend without ``_launch_batch`` runs ``per_problem`` whatever the limits ask.
 """
 
 from __future__ import annotations
@@ -49,6 +51,22 @@ class BaseSandbox:
 
     name = "base"
     hermetic = True
+    problem_cgroups = True
+    """Batch mode: give each problem its own cgroups where the host allows (tests turn it off to exercise the
+    fallback: rlimits plus the executor killing the biggest process group when the sandbox's process cap is hit)."""
+
+    @property
+    def supports_batch(self) -> bool:
+        return type(self)._launch_batch is not BaseSandbox._launch_batch
+
+    def mode(self, limits: SandboxLimits | None = None) -> str:
+        """The mode a run with ``limits`` uses on this backend."""
+        wanted = (limits or SandboxLimits()).mode
+        return wanted if wanted == "per_problem" or self.supports_batch else "per_problem"
+
+    def _launch_batch(self, agent: bytes, config: dict[str, Any], fds: list[int], env: dict[str, str],
+                      limits: SandboxLimits, cgroup: Any) -> Any:
+        raise NotImplementedError
 
     def unavailable(self) -> str | None:
         raise NotImplementedError
@@ -81,6 +99,11 @@ class BaseSandbox:
         if os.geteuid() == 0 and os.stat(sock).st_mode & 0o006 != 0o006:
             os.chmod(sock, 0o666)  # sandboxes run as other uids; keep the socket in a private (0700) directory
         address = self._gateway_address(sock)
+        if self.mode(limits) == "batch":
+            from shoparena.arena.sandbox.batch import run_batch
+
+            return run_batch(self, agent, clean, env_for, address, limits, workers, self.problem_cgroups) \
+                if clean else iter(())
 
         def one(problem: dict[str, Any], slot: int, cancel: threading.Event) -> Outcome:
             env = base_env(env_for(problem["problem_id"]), address)

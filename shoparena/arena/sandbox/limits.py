@@ -127,37 +127,51 @@ class ProblemCgroup:
     """The cgroups of one sandboxed problem: created with the limits written, joined by the launcher through
     :attr:`procs_files`, read for counters and emptied + removed by :meth:`close`."""
 
-    def __init__(self, limits: SandboxLimits) -> None:
+    def __init__(self, limits: SandboxLimits, *, bases: dict[str, tuple[Path, int]] | None = None,
+                 tag: str | None = None, caps: dict[str, int | None] | None = None) -> None:
+        """``bases``: controller → (parent directory, version), default :func:`cgroup_bases`; ``caps``: controller
+        → value to write (pids, MB of memory, cpu shares; None: no limit), default from ``limits`` for every
+        controller of ``bases``."""
         self.dirs: dict[str, tuple[Path, int]] = {}
         self.enforced: dict[str, str] = {}
-        tag = f"p{os.getpid()}-{next(_seq)}"
-        for ctrl, (base, version) in cgroup_bases().items():
+        tag = tag or f"p{os.getpid()}-{next(_seq)}"
+        bases = cgroup_bases() if bases is None else bases
+        if caps is None:
+            caps = {"pids": limits.pids, "memory": limits.memory_mb, "cpu": limits.cpu_shares}
+        for ctrl, (base, version) in bases.items():
+            if ctrl not in caps:
+                continue
             d = base / tag
             try:
                 d.mkdir(exist_ok=True)
-                self.enforced[ctrl] = self._write_limit(ctrl, d, version, limits)
+                self.enforced[ctrl] = self._write_limit(ctrl, d, version, caps[ctrl])
                 self.dirs[ctrl] = (d, version)
             except OSError as exc:
                 self.enforced[ctrl] = f"cgroup unavailable ({exc.strerror})"
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
 
     @staticmethod
-    def _write_limit(ctrl: str, d: Path, version: int, limits: SandboxLimits) -> str:
+    def _write_limit(ctrl: str, d: Path, version: int, value: int | None) -> str:
+        if value is None:
+            return f"cgroup v{version}"
         if ctrl == "pids":
-            (d / "pids.max").write_text(str(limits.pids))
-            return f"cgroup v{version} pids.max={limits.pids}"
+            (d / "pids.max").write_text(str(value))
+            return f"cgroup v{version} pids.max={value}"
         if ctrl == "memory":
-            size = limits.memory_mb << 20
+            size = value << 20
             names = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if version == 1 else \
                 ("memory.max", "memory.swap.max")
             (d / names[0]).write_text(str(size))
             if (d / names[1]).exists():
                 (d / names[1]).write_text(str(size if version == 1 else 0))
-            return f"cgroup v{version} memory={limits.memory_mb} MB (no swap)"
-        shares = limits.cpu_shares
+            return f"cgroup v{version} memory={value} MB (no swap)"
         if version == 1:
-            (d / "cpu.shares").write_text(str(shares))
-            return f"cgroup v1 cpu.shares={shares}"
-        weight = max(1, min(10000, 1 + (shares - 2) * 9999 // 262142))
+            (d / "cpu.shares").write_text(str(value))
+            return f"cgroup v1 cpu.shares={value}"
+        weight = max(1, min(10000, 1 + (value - 2) * 9999 // 262142))
         (d / "cpu.weight").write_text(str(weight))
         return f"cgroup v2 cpu.weight={weight}"
 

@@ -6,6 +6,11 @@ Bubblewrap runs privileged when the validator is root (a user namespace would ma
 process_vm_*, ``bpf``, ``perf_event_open``, ``userfaultfd``, io_uring, module and kexec loading. ``clone3`` answers
 ENOSYS so the C library falls back to ``clone``, whose flags the filter can read. Syscalls of any other ABI
 (i386, x32) are refused. Docker's default profile covers the same ground for the docker backend.
+
+:func:`group_filter` is the second, per-problem filter of batch mode (:mod:`.executor`): each problem's process
+installs it on itself after ``setsid()`` and before the agent's code runs, so that nothing of the problem can leave
+its session or process group (``setsid`` / ``setpgid`` answer EPERM): killing the group then kills the whole
+problem, fork bombs included.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import platform
 import struct
 
-__all__ = ["DENIED", "filter_program", "supported"]
+__all__ = ["DENIED", "GROUP_DENIED", "filter_program", "group_filter", "supported"]
 
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_BIT = 0x40000000
@@ -38,6 +43,8 @@ DENIED: dict[str, int] = {
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
     "mount_setattr": 442,
 }
+#: What a batch-mode problem process may no longer do (x86-64 numbers): leave its session or process group.
+GROUP_DENIED: dict[str, int] = {"setpgid": 109, "setsid": 112}
 _CLONE, _CLONE3 = 56, 435
 #: CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 _CLONE_NEW_MASK = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -54,7 +61,15 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 def filter_program() -> bytes:
     """The ``struct sock_filter`` array bubblewrap's ``--seccomp FD`` expects."""
-    nrs = sorted(set(DENIED.values()))
+    return _compile(sorted(set(DENIED.values())), clone_checks=True)
+
+
+def group_filter() -> bytes:
+    """The per-problem filter of batch mode: foreign ABIs and :data:`GROUP_DENIED` refused, all else allowed."""
+    return _compile(sorted(set(GROUP_DENIED.values())), clone_checks=False)
+
+
+def _compile(nrs: list[int], *, clone_checks: bool) -> bytes:
     prog: list[tuple[int, int, int, int] | str] = [
         (_LD_W_ABS, 4, 0, 0),                      # arch
         (_JEQ_K, _AUDIT_ARCH_X86_64, 1, 0),
@@ -62,18 +77,19 @@ def filter_program() -> bytes:
         (_LD_W_ABS, 0, 0, 0),                      # syscall number
         (_JGE_K, _X32_BIT, 0, 1),
         "deny",
-        (_JEQ_K, _CLONE3, 0, 1),
-        "enosys",
     ]
+    if clone_checks:
+        prog += [(_JEQ_K, _CLONE3, 0, 1), "enosys"]
     for nr in nrs:
         prog += [(_JEQ_K, nr, 0, 1), "deny"]
-    prog += [
-        (_JEQ_K, _CLONE, 0, 3),
-        (_LD_W_ABS, 16, 0, 0),                     # low 32 bits of clone's flags (args[0])
-        (_JSET_K, _CLONE_NEW_MASK, 0, 1),
-        "deny",
-        (_RET_K, _RET_ALLOW, 0, 0),
-    ]
+    if clone_checks:
+        prog += [
+            (_JEQ_K, _CLONE, 0, 3),
+            (_LD_W_ABS, 16, 0, 0),                 # low 32 bits of clone's flags (args[0])
+            (_JSET_K, _CLONE_NEW_MASK, 0, 1),
+            "deny",
+        ]
+    prog.append((_RET_K, _RET_ALLOW, 0, 0))
     out = []
     for item in prog:
         if item == "deny":

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from shoparena.arena.sandbox.types import Envelope, Outcome, SandboxLimits
 
-__all__ = ["Watched", "descendants", "make_outcome", "run_parallel", "watch"]
+__all__ = ["Watched", "descendants", "make_outcome", "run_parallel", "signal_name", "watch"]
 
 T = TypeVar("T")
 _DRAIN_S = 0.5
@@ -155,7 +155,8 @@ def parse_report(raw: bytes) -> tuple[float | None, dict[str, Any] | None, str |
     return ready, envelope, None
 
 
-def _signal_name(code: int | None) -> str:
+def signal_name(code: int | None) -> str:
+    """How a process ended, in words (``exited with code 3``, ``was killed by SIGKILL``)."""
     if code is None:
         return "did not exit"
     sig = -code if code < 0 else code - 128 if code > 128 else 0
@@ -219,7 +220,7 @@ def _check_envelope(env: dict[str, Any], wall: float) -> tuple[str, Any, Any, fl
 
 def _no_envelope(w: Watched, ready: float | None, counters: dict[str, int], limits: SandboxLimits
                  ) -> dict[str, str]:
-    how = _signal_name(w.exit_code)
+    how = signal_name(w.exit_code)
     if ready is None:
         last = bytes(w.stderr).decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         return {"type": "SandboxError", "message": f"the sandbox did not start (it {how}): {last[0][:500]}"}

@@ -2,7 +2,9 @@
 
 A sandbox runs one submitted single-file agent on a batch of sanitised problems, one process per problem. Its only
 peer is the gateway, reached through a Unix socket bound into the sandbox; everything it writes goes to a private
-tmpfs. Each problem yields an :class:`Outcome`: the ORO envelope (``SUCCESS`` / ``FAILED`` / ``TIMED_OUT``,
+tmpfs. Two modes (:attr:`SandboxLimits.mode`): ``batch`` (ORO's design, arena.md §3: one sandbox per batch, the
+agent file imported once, each problem in its own forked process with its own limits and timeout) and
+``per_problem`` (a fresh sandbox and interpreter for every problem). Each problem yields an :class:`Outcome`: the ORO envelope (``SUCCESS`` / ``FAILED`` / ``TIMED_OUT``,
 error, dialogue; arena.md §3, shoppingbench.md §6.2) plus sandbox metadata (exit code, output tails, wall time).
 """
 
@@ -15,14 +17,18 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
+Mode = Literal["batch", "per_problem"]
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class SandboxLimits(BaseModel):
-    """Per-problem resource limits (ORO: 4 GB memory, 256 pids, 1024 files, 256 MB tmpfs, 300 s)."""
+    """Per-problem resource limits (ORO: 4 GB memory, 256 pids, 1024 files, 256 MB tmpfs, 300 s), and the mode."""
 
     model_config = _FROZEN
 
+    mode: Mode = "batch"
+    """``batch``: one sandbox per :meth:`Sandbox.run` call, the agent imported once, one forked process per problem
+    (backends without it, docker, run ``per_problem``); ``per_problem``: one sandbox per problem."""
     timeout_s: float = 300.0
     """Wall clock per problem; then TERM, then KILL after ``kill_grace_s``."""
     kill_grace_s: float = 2.0
@@ -32,7 +38,8 @@ class SandboxLimits(BaseModel):
     """Processes and threads the agent may have at once."""
     open_files: int = 1024
     tmpfs_mb: int = 256
-    """Size of the private writable /tmp."""
+    """Size of the private writable /tmp (per batch in batch mode, where each problem also gets a fresh HOME and
+    working directory below it)."""
     file_size_mb: int = 64
     """Largest file the agent may write (in its tmpfs)."""
     output_mb: int = 16
@@ -77,7 +84,11 @@ class Outcome(BaseModel):
     stderr_tail: str = ""
     wall_s: float = 0.0
     start_overhead_ms: float | None = None
-    """Time from launching the sandbox to the agent's code starting (entry handshake)."""
+    """Time from launching the problem to the agent's code starting (entry handshake): per-problem mode, from
+    launching its sandbox; batch mode, from the executor starting the problem (fork, limits, cgroup move) — the
+    batch's own start (sandbox, interpreter, agent import) is paid once and reported in ``enforced["mode"]``."""
+    started_at: float | None = None
+    """Wall-clock time (Unix seconds) at which the problem was started."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     enforced: dict[str, str] = Field(default_factory=dict)
     """What actually enforced each guarantee on this run, e.g. ``{"pids": "cgroup pids.max=256", "network":
