@@ -273,6 +273,7 @@ def _finish_problem(outcome: Outcome, by_id: dict[str, Problem], gateway: Any, t
         judge=verdict.model_dump(mode="json") if verdict else None,
         judge_score=verdict.score if verdict else None,
         coefficient=coefficient(verdict.score) if verdict else None, pipeline=pipeline,
-        started_at=started.get(problem.problem_id), finished_at=int(time.time() * 1000),
+        started_at=(int(outcome.started_at * 1000) if outcome.started_at is not None
+                    else started.get(problem.problem_id)), finished_at=int(time.time() * 1000),
     )
     return line, record.sealed(int(time.time() * 1000))

@@ -1,5 +1,6 @@
 """Agents in the sandbox: the built-ins run unmodified and their searches reach the gateway log; every way an
-agent can end is reported as the right envelope, identically by the hermetic and the fallback backend."""
+agent can end is reported as the right envelope, identically by the hermetic and the fallback backend, in both
+modes (``batch``: one sandbox per batch, a forked process per problem; ``per_problem``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.arena.hostile.world import World, gateway_world
 _REASON = BubblewrapSandbox().unavailable()
 needs_bwrap = pytest.mark.skipif(_REASON is not None, reason=f"bubblewrap unusable here: {_REASON}")
 LIMITS = SandboxLimits(timeout_s=20.0, kill_grace_s=0.5, memory_mb=2048, pids=64, tmpfs_mb=16, output_mb=1)
+MODES = ["batch", "per_problem"]
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +46,11 @@ def _run(sandbox: Sandbox, world: World, agent_file: Path, problems: list[dict],
 
 
 @needs_bwrap
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("name", "axis"), [("react", "A"), ("pipeline", "B")])
-def test_builtin_agents_run_unmodified_and_are_logged(world: World, name: str, axis: str) -> None:
+def test_builtin_agents_run_unmodified_and_are_logged(world: World, name: str, axis: str, mode: str) -> None:
     problems = [p.public_view() for p in world.problems]
-    outs, calls = _run(_sandbox("bubblewrap"), world, agent_path(name), problems)
+    outs, calls = _run(_sandbox("bubblewrap"), world, agent_path(name), problems, _mode(LIMITS, mode))
     assert set(outs) == {p["problem_id"] for p in problems}
     for pid, out in outs.items():
         assert out.envelope.status == "SUCCESS", (out.envelope.error, out.stderr_tail[-2000:])
@@ -83,10 +86,15 @@ AGENTS = {
 }
 
 
+def _mode(limits: SandboxLimits, mode: str) -> SandboxLimits:
+    return limits.model_copy(update={"mode": mode})
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", _backends())
-def test_every_ending_is_an_envelope(world: World, tmp_path: Path, backend: str) -> None:
+def test_every_ending_is_an_envelope(world: World, tmp_path: Path, backend: str, mode: str) -> None:
     sandbox = _sandbox(backend)
-    limits = LIMITS.model_copy(update={"timeout_s": 1.5})
+    limits = LIMITS.model_copy(update={"timeout_s": 1.5, "mode": mode})
     done = []
     for name, (code, status, err_type, err_text) in AGENTS.items():
         f = tmp_path / f"{name}.py"
@@ -108,38 +116,54 @@ def test_every_ending_is_an_envelope(world: World, tmp_path: Path, backend: str)
     assert slow.stdout_tail == "started\n" and slow.wall_s < 1.5 + 0.5 + 1.5
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", _backends())
-def test_searches_through_the_gateway_and_sanitised_input(world: World, tmp_path: Path, backend: str) -> None:
+def test_searches_through_the_gateway_and_sanitised_input(world: World, tmp_path: Path, backend: str,
+                                                         mode: str) -> None:
     raw = {**world.problems[0].to_upstream(), "problem_id": "raw-1", "reward_title_embeddings": {"t": [0.1]}}
-    outs, calls = _run(_sandbox(backend), world, agent("gateway"), [raw, world.problems[1].public_view()])
+    outs, calls = _run(_sandbox(backend), world, agent("gateway"), [raw, world.problems[1].public_view()],
+                       _mode(LIMITS, mode))
     assert all(o.envelope.status == "SUCCESS" for o in outs.values())
     assert [c.kind for c in calls["raw-1"]] == ["search"] and calls["raw-1"][0].params["q"] == raw["query"]
     echo = tmp_path / "echo.py"
     echo.write_text("def agent_main(p):\n    return [dict(p)]\n")
-    outs, _ = _run(_sandbox(backend), world, echo, [raw])
+    outs, _ = _run(_sandbox(backend), world, echo, [raw], _mode(LIMITS, mode))
     assert outs["raw-1"].envelope.dialogue == [{"problem_id": "raw-1", "query": raw["query"]}]
 
 
 @needs_bwrap
-def test_each_problem_gets_a_fresh_sandbox(world: World, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_each_problem_gets_a_fresh_sandbox_or_workdir(world: World, tmp_path: Path, mode: str) -> None:
+    """per_problem: nothing an earlier problem wrote survives. batch: /tmp is the batch's (ORO: one container per
+    batch), but each problem starts in a fresh, empty working directory and HOME, and a new batch in a new /tmp."""
     f = tmp_path / "marker.py"
-    f.write_text("import os\ndef agent_main(p):\n    seen = os.listdir('/tmp')\n"
-                 "    open('/tmp/marker', 'w').write(p['problem_id'])\n    return [{'seen': seen}]\n")
+    f.write_text("import os\ndef agent_main(p):\n    seen, here = os.listdir('/tmp'), os.listdir('.')\n"
+                 "    open('/tmp/marker', 'w').write(p['problem_id'])\n    open('mine', 'w').write('x')\n"
+                 "    return [{'seen': seen, 'here': here, 'home': os.environ['HOME'], 'cwd': os.getcwd()}]\n")
     problems = [{"problem_id": f"m{i}", "query": "q"} for i in range(4)]
-    outs, _ = _run(_sandbox("bubblewrap"), world, f, problems, workers=1)
-    seen = [outs[p["problem_id"]].envelope.dialogue[0]["seen"] for p in problems]
-    # nothing an earlier problem wrote survives (only mount points of a checkout under /tmp may be there)
-    assert all("marker" not in s for s in seen) and len({tuple(s) for s in seen}) == 1
+    for _ in range(2):
+        outs, _ = _run(_sandbox("bubblewrap"), world, f, problems, _mode(LIMITS, mode), workers=1)
+        seen = [outs[p["problem_id"]].envelope.dialogue[0] for p in problems]
+        if mode == "per_problem":  # (only mount points of a checkout under /tmp may be there)
+            assert all("marker" not in s["seen"] for s in seen) and len({tuple(s["seen"]) for s in seen}) == 1
+        else:
+            assert "marker" not in seen[0]["seen"] and all("marker" in s["seen"] for s in seen[1:])
+            assert all(s["here"] == [] and s["home"] == s["cwd"] for s in seen)
+            assert len({s["cwd"] for s in seen}) == len(seen)
+            names = [s["cwd"].rpartition("/")[2] for s in seen]
+            assert all(names[j] not in s["seen"] for i, s in enumerate(seen) for j in range(i))  # removed after
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", _backends())
-def test_closing_the_iterator_kills_running_sandboxes(world: World, tmp_path: Path, backend: str) -> None:
+def test_closing_the_iterator_kills_running_sandboxes(world: World, tmp_path: Path, backend: str,
+                                                      mode: str) -> None:
     f = tmp_path / "mixed.py"
     f.write_text("import time\ndef agent_main(p):\n    if p['query'] == 'slow':\n        time.sleep(60)\n"
                  "    return []\n")
     problems = [{"problem_id": "fast", "query": "fast"}, {"problem_id": "slow", "query": "slow"}]
     it = _sandbox(backend).run(f, problems, gateway_socket=world.socket, env_for=lambda _: {},
-                               limits=LIMITS.model_copy(update={"timeout_s": 60}), workers=2)
+                               limits=LIMITS.model_copy(update={"timeout_s": 60, "mode": mode}), workers=2)
     first = next(it)
     assert first.envelope.problem_id == "fast"
     t0 = time.monotonic()
@@ -149,9 +173,11 @@ def test_closing_the_iterator_kills_running_sandboxes(world: World, tmp_path: Pa
     assert not closer.is_alive() and time.monotonic() - t0 < 5
 
 
-def test_process_backend_says_it_is_not_hermetic(world: World) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_process_backend_says_it_is_not_hermetic(world: World, mode: str) -> None:
     [out] = list(_sandbox("process").run(agent("gateway"), [world.problems[0].public_view()],
-                                         gateway_socket=world.socket, env_for=world.env_for, limits=LIMITS))
+                                         gateway_socket=world.socket, env_for=world.env_for,
+                                         limits=_mode(LIMITS, mode)))
     world.calls(out.envelope.problem_id)
     assert out.backend == "process" and "NONE" in out.enforced["network"] and "NONE" in out.enforced["filesystem"]
-    assert json.dumps(out.enforced)
+    assert out.enforced["mode"].startswith(mode) and json.dumps(out.enforced)

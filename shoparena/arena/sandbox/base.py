@@ -21,11 +21,24 @@ from shoparena.arena.sandbox.supervise import run_parallel
 from shoparena.arena.sandbox.types import Envelope, Outcome, SandboxLimits
 from shoparena.errors import ConfigError
 
-__all__ = ["BaseSandbox", "base_env", "memfd"]
+__all__ = ["BaseSandbox", "base_env", "memfd", "mode_text"]
 
 #: What every sandboxed agent gets besides the SDK variables.
 BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
             "LANG": "C.UTF-8"}
+
+
+_MODES = {
+    "batch": "batch: one sandbox per batch, the agent imported once; each problem forked into its own process (own "
+             "session and process group it cannot leave, own rlimits, own pids/memory cgroups where the host allows, "
+             "a fresh working directory), killed as a group at its timeout",
+    "per_problem": "per_problem: a fresh sandbox and interpreter for every problem",
+}
+
+
+def mode_text(mode: str) -> str:
+    """How a mode isolates problems, in words (``describe()["mode"]``)."""
+    return _MODES[mode]
 
 
 def base_env(extra: dict[str, str], gateway: str) -> dict[str, str]:
@@ -65,7 +78,7 @@ class BaseSandbox:
         return wanted if wanted == "per_problem" or self.supports_batch else "per_problem"
 
     def _launch_batch(self, agent: bytes, config: dict[str, Any], fds: list[int], env: dict[str, str],
-                      limits: SandboxLimits, cgroup: Any) -> Any:
+                      gateway_socket: Path, limits: SandboxLimits, cgroup: Any) -> Any:
         raise NotImplementedError
 
     def unavailable(self) -> str | None:
@@ -102,7 +115,7 @@ class BaseSandbox:
         if self.mode(limits) == "batch":
             from shoparena.arena.sandbox.batch import run_batch
 
-            return run_batch(self, agent, clean, env_for, address, limits, workers, self.problem_cgroups) \
+            return run_batch(self, agent, clean, env_for, address, sock, limits, workers, self.problem_cgroups) \
                 if clean else iter(())
 
         def one(problem: dict[str, Any], slot: int, cancel: threading.Event) -> Outcome:

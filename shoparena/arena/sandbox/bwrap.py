@@ -1,4 +1,4 @@
-"""The default backend: one bubblewrap sandbox per problem.
+"""The default backend: bubblewrap, one sandbox per batch (``batch`` mode, the default) or per problem.
 
 Namespaces: network (only the sandbox's own loopback), pid (the validator's /proc is invisible), ipc, uts and
 cgroup. Filesystem: an empty root, read-only binds of only what Python needs at their host paths
@@ -6,7 +6,9 @@ cgroup. Filesystem: an empty root, read-only binds of only what Python needs at 
 file and the sanitised problem read-only under /sandbox, the gateway socket at /run/gateway.sock; everything
 else read-only. Environment: cleared, then PATH, HOME=/tmp, PYTHONDONTWRITEBYTECODE, OMP_NUM_THREADS and the SDK
 variables. The whole argument list travels through a memfd (``--args``), so neither run tokens nor paths show
-in the host's process table.
+in the host's process table. In batch mode the sandbox runs the executor (:mod:`.executor`) instead of one problem:
+no problem file, the batch arrives through an inherited memfd, each problem runs in its own forked process (see
+:mod:`.batch`), and the sandbox's uid is one per concurrent batch.
 
 Identity. A validator running as root starts bubblewrap privileged and the sandbox drops to a dedicated host uid
 (``uid_base + worker slot``, no supplementary groups) through ``setpriv`` before Python starts: a user namespace
@@ -31,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.arena.sandbox import paths, seccomp
-from shoparena.arena.sandbox.base import BaseSandbox, memfd
+from shoparena.arena.sandbox.base import BaseSandbox, memfd, mode_text
+from shoparena.arena.sandbox.batch import Launch, batch_config
+from shoparena.arena.sandbox.batch_cgroup import BatchCgroup
 from shoparena.arena.sandbox.limits import ProblemCgroup, rlimits
 from shoparena.arena.sandbox.supervise import descendants, make_outcome, watch
 from shoparena.arena.sandbox.types import Outcome, SandboxLimits
@@ -49,8 +53,8 @@ def bwrap_args(*, privileged: bool, uid: int, binds: Sequence[Path], system: tup
                list[Path]], gateway_socket: Path, data_fds: dict[str, int], seccomp_fd: int | None,
                env: dict[str, str], limits: SandboxLimits, command: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(options, command line)`` for one problem (pure): the options go through ``--args FD``, the command after
-    ``--`` on bubblewrap's own command line. ``data_fds``: ``agent``, ``problem``, ``passwd``, ``group`` → fds
-    whose content bubblewrap copies into read-only files; ``command``: the entry command line."""
+    ``--`` on bubblewrap's own command line. ``data_fds``: ``agent``, ``problem`` (not in batch mode), ``passwd``,
+    ``group`` → fds whose content bubblewrap copies into read-only files; ``command``: the entry command line."""
     dirs, links, files = system
     a: list[str] = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"]
     if privileged:
@@ -79,9 +83,10 @@ def bwrap_args(*, privileged: bool, uid: int, binds: Sequence[Path], system: tup
         a += ["--ro-bind", str(f), str(f)]
     a += ["--perms", "0444", "--ro-bind-data", str(data_fds["passwd"]), "/etc/passwd",
           "--perms", "0444", "--ro-bind-data", str(data_fds["group"]), "/etc/group",
-          "--perms", "0444", "--ro-bind-data", str(data_fds["agent"]), AGENT,
-          "--perms", "0444", "--ro-bind-data", str(data_fds["problem"]), PROBLEM,
-          "--bind", str(gateway_socket), SOCKET,
+          "--perms", "0444", "--ro-bind-data", str(data_fds["agent"]), AGENT]
+    if "problem" in data_fds:
+        a += ["--perms", "0444", "--ro-bind-data", str(data_fds["problem"]), PROBLEM]
+    a += ["--bind", str(gateway_socket), SOCKET,
           "--proc", "/proc", "--dev", "/dev",
           "--perms", "1777", "--size", str(min(limits.tmpfs_mb, 64) << 20), "--tmpfs", "/dev/shm",
           "--remount-ro", "/dev",
@@ -161,10 +166,12 @@ class BubblewrapSandbox(BaseSandbox):
     def unavailable(self) -> str | None:
         return self._probe
 
-    def describe(self) -> dict[str, str]:
+    def describe(self, limits: SandboxLimits | None = None) -> dict[str, str]:
         from shoparena.arena.sandbox.limits import cgroup_bases
 
-        return self._enforced(SandboxLimits(), {c: "cgroup" for c in cgroup_bases()}, self.uid_base)
+        lim = limits or SandboxLimits()
+        return {**self._enforced(lim, {c: "cgroup" for c in cgroup_bases()}, self.uid_base),
+                "mode": mode_text(self.mode(lim))}
 
     def _enforced(self, limits: SandboxLimits, cg: dict[str, str], uid: int) -> dict[str, str]:
         who = f"host uid {uid} (setpriv; bwrap privileged, no user namespace)" if self.privileged else \
@@ -181,45 +188,56 @@ class BubblewrapSandbox(BaseSandbox):
             "seccomp": "x86-64 deny-list (namespaces, mount, keyrings, ptrace, bpf, io_uring …)" if self.seccomp
             else "off",
             "timeout": f"{limits.timeout_s:g} s wall, TERM then KILL after {limits.kill_grace_s:g} s",
+            "mode": mode_text("per_problem"),
         }
 
-    def _run_one(self, agent: bytes, problem: dict[str, Any], env: dict[str, str], gateway_socket: Path,
-                 limits: SandboxLimits, slot: int, cancel: threading.Event) -> Outcome:
-        uid = self.uid_base + slot if self.privileged else INNER_UID
-        cgroup = ProblemCgroup(limits)
+    def _spawn(self, uid: int, data: dict[str, bytes], config: dict[str, Any], env: dict[str, str],
+               limits: SandboxLimits, gateway_socket: Path, cgroup_procs: list[str], keep: list[int]
+               ) -> subprocess.Popen[bytes]:
+        """Start bubblewrap running the entry with ``config`` (the agent and ``data`` as read-only files)."""
         fds: list[int] = []
-        out_r, out_w = os.pipe()
         try:
-            inner = uid if self.privileged else INNER_UID
-            data = {"agent": agent, "problem": json.dumps(problem).encode(),
-                    "passwd": f"root:x:0:0::/:/bin/false\nsandbox:x:{inner}:{inner}::/tmp:/bin/sh\n".encode(),
-                    "group": f"root:x:0:\nsandbox:x:{inner}:\n".encode()}
+            data = {**data, "passwd": f"root:x:0:0::/:/bin/false\nsandbox:x:{uid}:{uid}::/tmp:/bin/sh\n".encode(),
+                    "group": f"root:x:0:\nsandbox:x:{uid}:\n".encode()}
             data_fds = {k: memfd(k, v) for k, v in data.items()}
             fds += data_fds.values()
             seccomp_fd = memfd("seccomp", seccomp.filter_program()) if self.seccomp else None
             if seccomp_fd is not None:
                 fds.append(seccomp_fd)
-            config = {"agent": AGENT, "problem": PROBLEM, "out_fd": out_w,
-                      "rlimits": rlimits(limits, nproc="pids" not in cgroup.dirs or self.privileged)}
             command = [sys.executable, "-I", "-B", str(paths.ENTRY), json.dumps(config)]
             options, cmdline = bwrap_args(privileged=self.privileged, uid=uid, binds=paths.python_binds(self.forbidden),
-                              system=paths.system_layout(), gateway_socket=gateway_socket, data_fds=data_fds,
-                              seccomp_fd=seccomp_fd, env=env, limits=limits, command=command)
+                                          system=paths.system_layout(), gateway_socket=gateway_socket,
+                                          data_fds=data_fds, seccomp_fd=seccomp_fd, env=env, limits=limits,
+                                          command=command)
             args_fd = memfd("args", b"".join(x.encode() + b"\0" for x in options))
             fds.append(args_fd)
             argv = [self.bwrap, "--args", str(args_fd), "--", *cmdline]
             popen_env = {"PATH": "/usr/bin:/bin"}
-            if cgroup.dirs:
+            if cgroup_procs:
                 argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", *argv]
-                popen_env["SHOPARENA_CGROUPS"] = " ".join(cgroup.procs_files)
+                popen_env["SHOPARENA_CGROUPS"] = " ".join(cgroup_procs)
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=[*keep, *fds], env=popen_env)
+        finally:
+            _close(fds)
+
+    def _run_one(self, agent: bytes, problem: dict[str, Any], env: dict[str, str], gateway_socket: Path,
+                 limits: SandboxLimits, slot: int, cancel: threading.Event) -> Outcome:
+        uid = self.uid_base + slot if self.privileged else INNER_UID
+        cgroup = ProblemCgroup(limits)
+        out_r, out_w = os.pipe()
+        try:
+            config = {"agent": AGENT, "problem": PROBLEM, "out_fd": out_w,
+                      "rlimits": rlimits(limits, nproc="pids" not in cgroup.dirs or self.privileged)}
             launched_wall, started = time.time(), time.monotonic()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    pass_fds=[out_w, *fds], env=popen_env)
+            proc = self._spawn(uid, {"agent": agent, "problem": json.dumps(problem).encode()}, config, env, limits,
+                               gateway_socket, cgroup.procs_files if cgroup.dirs else [], [out_w])
         except BaseException:
-            _close([out_r, out_w, *fds])
+            _close([out_r])
             cgroup.close()
             raise
-        _close([out_w, *fds])
+        finally:
+            _close([out_w])
 
         def signal_tree(sig: int) -> None:
             tree = descendants(proc.pid)
@@ -246,3 +264,53 @@ class BubblewrapSandbox(BaseSandbox):
         return make_outcome(problem["problem_id"], watched, backend=self.name, limits=limits,
                             launched_wall=launched_wall, counters=counters,
                             enforced=self._enforced(limits, cgroup.enforced, uid))
+
+    def _launch_batch(self, agent: bytes, config: dict[str, Any], fds: list[int], env: dict[str, str],
+                      gateway_socket: Path, limits: SandboxLimits, cgroup: BatchCgroup | None) -> Launch:
+        slot = _take_slot() if self.privileged else -1
+        uid = self.uid_base + slot if self.privileged else INNER_UID
+        leaves = config["ctl_fd"] is not None
+        config = {**config, **batch_config(limits, config["workers"], nproc=self.privileged or cgroup is None,
+                                           problem_cgroups=leaves), "agent": AGENT, "tmp": "/tmp",
+                  "dir_vars": ["HOME"]}
+        try:
+            proc = self._spawn(uid, {"agent": agent}, config, env, limits, gateway_socket,
+                               cgroup.procs_files if cgroup is not None else [], fds)
+        except BaseException:
+            _release_slot(slot)
+            raise
+
+        def kill() -> None:
+            for pid in [proc.pid, *descendants(proc.pid)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            if cgroup is not None:
+                cgroup.kill()
+
+        def cleanup() -> None:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            _release_slot(slot)
+
+        return Launch(proc=proc, kill=kill, cleanup=cleanup, ancestors=(proc.pid,),
+                      enforced=self._enforced(limits, cgroup.enforced() if cgroup is not None else {}, uid))
+
+
+_slots: set[int] = set()
+_slots_lock = threading.Lock()
+
+
+def _take_slot() -> int:
+    """The lowest batch uid slot not in use by this process (one host uid per concurrent batch sandbox)."""
+    with _slots_lock:
+        slot = next(i for i in range(len(_slots) + 1) if i not in _slots)
+        _slots.add(slot)
+        return slot
+
+
+def _release_slot(slot: int) -> None:
+    with _slots_lock:
+        _slots.discard(slot)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.arena.sandbox import paths
-from shoparena.arena.sandbox.base import BaseSandbox
+from shoparena.arena.sandbox.base import BaseSandbox, mode_text
 from shoparena.arena.sandbox.limits import rlimits
 from shoparena.arena.sandbox.supervise import make_outcome, watch
 from shoparena.arena.sandbox.types import Outcome, SandboxLimits
@@ -107,7 +107,8 @@ class DockerSandbox(BaseSandbox):
                 "pids": f"--pids-limit {lim.pids}", "memory": f"--memory {lim.memory_mb}m (no swap)",
                 "cpu": f"--cpu-shares {lim.cpu_shares}", "files": f"--ulimit nofile={lim.open_files}",
                 "seccomp": "docker default profile; --cap-drop=ALL; no-new-privileges",
-                "timeout": f"{lim.timeout_s:g} s wall, docker kill TERM then KILL after {lim.kill_grace_s:g} s"}
+                "timeout": f"{lim.timeout_s:g} s wall, docker kill TERM then KILL after {lim.kill_grace_s:g} s",
+                "mode": mode_text("per_problem") + " (the docker backend has no batch mode)"}
 
     def _gateway_address(self, gateway_socket: Path) -> str:
         return "unix:/run/gateway.sock"

@@ -4,7 +4,8 @@ For machines without bubblewrap or Docker, to test the validator's logic only. T
 validator's own user, sees the whole filesystem and the network, and can read the catalog and the ground
 truth: :attr:`ProcessSandbox.hermetic` is False and :func:`~shoparena.arena.sandbox.get_sandbox` refuses it
 unless ``allow_non_hermetic=True`` (the CLI's ``--allow-non-hermetic``). It shares the entry, the report pipe,
-the limits and the timeout handling with the hermetic backends, so the validator sees identical outcomes.
+the limits and the timeout handling with the hermetic backends, so the validator sees identical outcomes. Batch
+mode runs the same executor as bubblewrap's (:mod:`.executor`), as a plain subprocess in a private directory.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.arena.sandbox import paths
-from shoparena.arena.sandbox.base import BaseSandbox
+from shoparena.arena.sandbox.base import BaseSandbox, mode_text
+from shoparena.arena.sandbox.batch import Launch, batch_config
+from shoparena.arena.sandbox.batch_cgroup import BatchCgroup
 from shoparena.arena.sandbox.bwrap import _JOIN_CGROUPS
 from shoparena.arena.sandbox.limits import ProblemCgroup, cgroup_bases, rlimits
 from shoparena.arena.sandbox.supervise import make_outcome, watch
@@ -44,8 +47,9 @@ class ProcessSandbox(BaseSandbox):
     def unavailable(self) -> str | None:
         return None
 
-    def describe(self) -> dict[str, str]:
-        return self._enforced(SandboxLimits(), {c: "cgroup" for c in cgroup_bases()})
+    def describe(self, limits: SandboxLimits | None = None) -> dict[str, str]:
+        lim = limits or SandboxLimits()
+        return {**self._enforced(lim, {c: "cgroup" for c in cgroup_bases()}), "mode": mode_text(self.mode(lim))}
 
     def _gateway_address(self, gateway_socket: Path) -> str:
         return f"unix:{gateway_socket}"
@@ -59,7 +63,8 @@ class ProcessSandbox(BaseSandbox):
                 "cpu": cg.get("cpu", "no cgroup") + f"; RLIMIT_CPU={limits.cpu_limit_s()} s per process",
                 "files": f"RLIMIT_NOFILE={limits.open_files}, RLIMIT_FSIZE={limits.file_size_mb} MB",
                 "seccomp": "off",
-                "timeout": f"{limits.timeout_s:g} s wall, TERM then KILL after {limits.kill_grace_s:g} s"}
+                "timeout": f"{limits.timeout_s:g} s wall, TERM then KILL after {limits.kill_grace_s:g} s",
+                "mode": mode_text("per_problem")}
 
     def _run_one(self, agent: bytes, problem: dict[str, Any], env: dict[str, str], gateway_socket: Path,
                  limits: SandboxLimits, slot: int, cancel: threading.Event) -> Outcome:
@@ -109,3 +114,50 @@ class ProcessSandbox(BaseSandbox):
         return make_outcome(problem["problem_id"], watched, backend=self.name, limits=limits,
                             launched_wall=launched_wall, counters=counters, enforced=self._enforced(
                                 limits, cgroup.enforced))
+
+    def _launch_batch(self, agent: bytes, config: dict[str, Any], fds: list[int], env: dict[str, str],
+                      gateway_socket: Path, limits: SandboxLimits, cgroup: BatchCgroup | None) -> Launch:
+        work = Path(tempfile.mkdtemp(prefix="shoparena-sbx-"))
+        try:
+            (work / "agent.py").write_bytes(agent)
+            (work / "tmp").mkdir()
+            config = {**config, **batch_config(limits, config["workers"], nproc=False,
+                                               problem_cgroups=config["ctl_fd"] is not None),
+                      "agent": str(work / "agent.py"), "tmp": str(work / "tmp"), "dir_vars": ["HOME", "TMPDIR"]}
+            argv = [sys.executable, "-I", "-B", str(paths.ENTRY), json.dumps(config)]
+            env = {**env, "HOME": str(work / "tmp"), "TMPDIR": str(work / "tmp")}
+            if cgroup is not None:
+                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", *argv]
+                env["SHOPARENA_CGROUPS"] = " ".join(cgroup.procs_files)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=fds, env=env, cwd=work / "tmp", start_new_session=True)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+        def kill() -> None:
+            if proc.poll() is None:  # the executor kills the problems' process groups on TERM
+                _killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            _killpg(proc.pid, signal.SIGKILL)
+            if cgroup is not None:
+                cgroup.kill()
+
+        def cleanup() -> None:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            shutil.rmtree(work, ignore_errors=True)
+
+        return Launch(proc=proc, kill=kill, cleanup=cleanup, ancestors=(proc.pid,),
+                      enforced=self._enforced(limits, cgroup.enforced() if cgroup is not None else {}))
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass

@@ -109,8 +109,9 @@ class Sandbox(Protocol):
         """Why this backend cannot run here (a missing binary or daemon), or None when it can."""
         ...
 
-    def describe(self) -> dict[str, str]:
-        """What enforces each guarantee on this machine (the same keys as :attr:`Outcome.enforced`)."""
+    def describe(self, limits: SandboxLimits | None = None) -> dict[str, str]:
+        """What enforces each guarantee on this machine (the same keys as :attr:`Outcome.enforced`), ``mode``
+        included: the mode a run with ``limits`` uses here."""
         ...
 
     def run(self, agent_file: Path, problems: Sequence[dict[str, Any]], *, gateway_socket: Path,
@@ -121,5 +122,7 @@ class Sandbox(Protocol):
         as seen inside). Every problem is passed through :func:`~shoparena.arena.sandbox.sanitise.sanitise` first.
         Yields outcomes as problems finish, in any order; never raises for agent misbehaviour (a backend that
         cannot run at all raises :class:`~shoparena.errors.ConfigError` before the first problem).
-        Closing the iterator early kills the sandboxes still running."""
+        Closing the iterator early kills the sandboxes still running. In ``batch`` mode (``limits.mode``)
+        ``env_for`` is called for every problem before the sandbox starts, and ``workers`` caps the problems that
+        run at once inside the one sandbox."""
         ...
