@@ -47,8 +47,8 @@ class SimulationConfig(BaseModel):
     catalog_size: int = 3000
     problems: int = 450
     """Problems in the rotating banks (clusters of 1 + 2 paraphrases)."""
-    qualifying_problems: int = 40
-    race_problems: int = 40
+    qualifying_problems: int = 50
+    race_problems: int = 50
     step_s: float = 3600.0
     sandbox: str = "bubblewrap"
     """Falls back to the non-hermetic ``process`` sandbox (and says so) when bubblewrap is missing."""

@@ -132,6 +132,18 @@ def _validate(out: Path, problems: list[Any]) -> None:
                       f"export: shoparena store export --store {url} --out records.jsonl[/]")
 
 
+def _arena(out: Path, seed: int) -> None:
+    from shoparena.arena.simulate import SimulationConfig, simulate
+    from shoparena.cli.arena import render
+
+    cfg = SimulationConfig(miners=6, validators=3, days=2, seed=seed, out=str(out / "arena"), catalog_size=1500,
+                           problems=120, qualifying_problems=8, race_problems=8)
+    console.print(f"[bold cyan]7. arena[/] {cfg.miners} miners, {cfg.validators} validators, {cfg.days} simulated "
+                  f"days (full size: shoparena arena simulate --miners 12 --validators 3 --days 2)")
+    result = simulate(cfg, progress=lambda m: None if " step " in m else console.print(f"   [dim]{m}[/]"))
+    render(result)
+
+
 def demo(
     out: Annotated[Path, typer.Option("--out", help="Directory for every artefact of the run.")] = Path("demo-out"),
     size: Annotated[int, typer.Option("--size", min=200, help="Synthetic catalog size.")] = 5000,
@@ -229,4 +241,7 @@ def demo(
 
     # 6. the validator: sandbox → score → judge → append-only records
     _validate(out, [p for b in ("product", "shop", "voucher") for p in [q for q in problems if q.bucket == b][:3]])
+
+    # 7. the whole subnet, demo-sized: miners submit, validators evaluate in the sandbox, races, weights, emissions
+    _arena(out, seed)
     console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")
