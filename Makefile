@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint sysdeps bench-search bench-env bench-policies bench-store bench-sandbox install clean
+.PHONY: demo test lint sysdeps bench-search bench-env bench-policies bench-store bench-sandbox bench-corpus install clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,9 @@ bench-sandbox: $(STAMP) sysdeps
 
 bench-policies: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/policies.py --greedy
+
+bench-corpus: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/corpus.py
 
 clean:
 	rm -rf $(VENV) demo-out bench-out .pytest_cache .ruff_cache

@@ -55,6 +55,16 @@ class IndexFormatError(DataError):
     """An on-disk search index is missing files, corrupt, or of another format version."""
 
 
+class LeakError(DataError):
+    """A split or export that would cross the leak-cluster guard (a cluster, problem, GT product or canonical
+    query shared between partitions, or a frozen split manifest edited after it was sealed). ``violations``
+    holds one readable line per failed check."""
+
+    def __init__(self, message: str, *, hint: str | None = None, violations: list[str] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.violations = list(violations or [])
+
+
 def closest(name: str, choices: list[str] | tuple[str, ...]) -> str | None:
     """The closest valid name to ``name`` (for 'did you mean' hints), or None."""
     import difflib

@@ -43,7 +43,8 @@ class SimulationConfig(BaseModel):
     store: str | None = None
     """Trajectory store URL (the arena tables live in the same database); default: a SQLite file in ``out``."""
     out: str | None = None
-    """Working directory (catalog, banks, agent files); default: a temporary directory."""
+    """Working directory (catalog, agent files, the store, and ``banks/`` saved at the end); default: a temporary
+    directory, removed afterwards."""
     catalog_size: int = 3000
     problems: int = 450
     """Problems in the rotating banks (clusters of 1 + 2 paraphrases)."""
@@ -190,7 +191,9 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
             say(f"day {day}: {days[-1].trajectories} trajectories in {days[-1].wall_s:.0f} s")
         result = _summary(cfg, arena, chain, store, store_url, sandbox, profiles, miners, validators, owner,
                           submissions, days, events, weights_log, epoch_emissions, owner_emission, t_start)
-    if not cfg.out:
+    if cfg.out:
+        banks.save(root / "banks")  # the final bank state (clusters, static suites) for `shoparena corpus build`
+    else:
         shutil.rmtree(root, ignore_errors=True)
     return result
 

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from shoparena.cli import arena, catalog, demo, llm, problems, run, score, search, submit, validate
+from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import err_console
 from shoparena.errors import ShopArenaError
@@ -27,6 +27,7 @@ app.add_typer(problems.app, name="problems")
 app.add_typer(llm.app, name="llm")
 app.add_typer(store_cli.app, name="store")
 app.add_typer(arena.app, name="arena")
+app.add_typer(corpus.app, name="corpus")
 app.command("serve")(llm.serve)
 app.command("run")(run.run)
 app.command("validate")(validate.validate)

@@ -144,6 +144,20 @@ def _arena(out: Path, seed: int) -> None:
     render(result)
 
 
+def _corpus(out: Path) -> None:
+    from shoparena.cli.corpus import render
+    from shoparena.corpus.build import build_corpus
+
+    arena = out / "arena"
+    console.print("[bold cyan]8. corpus[/] of the simulated days: normalise → judge / format / axis / dedup+rank "
+                  "filter → axis-B rewrite → leak-cluster split → SFT / KTO / GRPO export")
+    report = build_corpus(out / "corpus", store=f"sqlite:///{(arena / 'subnet.db').resolve()}",
+                          catalog=arena / "catalog", banks=arena / "banks")
+    render(report)
+    console.print(f"[dim]rebuild: shoparena corpus build --from sqlite:///{arena / 'subnet.db'} --catalog "
+                  f"{arena / 'catalog'} --banks {arena / 'banks'} --out {out / 'corpus'}[/]")
+
+
 def demo(
     out: Annotated[Path, typer.Option("--out", help="Directory for every artefact of the run.")] = Path("demo-out"),
     size: Annotated[int, typer.Option("--size", min=200, help="Synthetic catalog size.")] = 5000,
@@ -244,4 +258,7 @@ def demo(
 
     # 7. the whole subnet, demo-sized: miners submit, validators evaluate in the sandbox, races, weights, emissions
     _arena(out, seed)
+
+    # 8. the corpus of the simulated days: normalise → filter → rewrite axis B → split by leak cluster → export
+    _corpus(out)
     console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")

@@ -1,0 +1,108 @@
+"""``shoparena corpus``: build training sets from the trajectory firehose (normalise → filter → rewrite → split →
+export), a thin face over :func:`shoparena.corpus.build.build_corpus`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from shoparena.cli._common import console, print_json, progress_bar
+
+app = typer.Typer(help="Build SFT / KTO / GRPO sets from stored or imported trajectories.", no_args_is_help=True)
+
+
+@app.command("build")
+def build(
+    out: Annotated[Path, typer.Option("--out", help="Output directory (exports, split.json, manifest.json).")],
+    store: Annotated[str | None, typer.Option("--from", help="Store URL: sqlite:///path.db or postgresql://…")] = None,
+    rollouts: Annotated[Path | None, typer.Option("--from-rollouts", help="Upstream rollout / ORO envelope "
+                                                                            "JSONL file.")] = None,
+    catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog directory: recommended ids must "
+                                                                   "resolve in it; scores imported rollouts.")] = None,
+    problems: Annotated[Path | None, typer.Option("--problems", help="Problem file (default for a store: the "
+                                                                     "problems as the records describe them).")] = None,
+    banks: Annotated[Path | None, typer.Option("--banks", help="Saved bank set: its leak clusters, and its static "
+                                                               "suites always never-touch.")] = None,
+    split: Annotated[Path | None, typer.Option("--split", help="Reuse a frozen split.json (re-verified); rows "
+                                                               "of problems it does not hold are not exported.")
+                     ] = None,
+    min_judge_score: Annotated[float, typer.Option("--min-judge-score", min=0.0, max=1.0,
+                                                   help="Reasoning-coefficient gate threshold.")] = 0.5,
+    require_success: Annotated[bool, typer.Option("--require-success/--allow-failed",
+                                                  help="Outcome gate for the SFT set.")] = False,
+    per_problem: Annotated[int, typer.Option("--per-problem", min=1, max=2, help="Rows kept per problem.")] = 2,
+    max_length: Annotated[int, typer.Option("--max-length", min=1, help="Token limit of a trace.")] = 14_336,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Tokenizer path for the length gate "
+                                                                      "(default: a fast estimate).")] = None,
+    rewrite: Annotated[str, typer.Option("--rewrite", help="Axis-B rewriter: template, none or a model URI.")
+                       ] = "template",
+    eval_fraction: Annotated[float, typer.Option("--eval-fraction", min=0.0, max=1.0)] = 0.15,
+    never_touch_fraction: Annotated[float, typer.Option("--never-touch-fraction", min=0.0, max=1.0)] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the split.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Normalise, filter, rewrite, split by leak cluster and export; prints per-stage kept / rejected counts."""
+    from shoparena.corpus.build import CorpusConfig, build_corpus
+    from shoparena.corpus.filter import FilterConfig
+    from shoparena.corpus.split import SplitConfig
+
+    cfg = CorpusConfig(
+        filter=FilterConfig(min_judge_score=min_judge_score, require_success=require_success, per_problem=per_problem,
+                            max_length=max_length, tokenizer=tokenizer),
+        split=SplitConfig(seed=seed, eval_fraction=eval_fraction, never_touch_fraction=never_touch_fraction),
+        seed=seed, rewrite=rewrite)
+    with _bars(not as_json) as progress:
+        report = build_corpus(out, store=store, rollouts=rollouts, catalog=catalog, problems=problems, banks=banks,
+                              split=split, config=cfg, progress=progress)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    render(report)
+
+
+class _bars:
+    """One progress bar per pipeline phase that reports a total (closed when the build returns)."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.open: list[Any] = []
+
+    def __enter__(self) -> Callable[[str, int | None], Callable[[int], None]] | None:
+        if not self.on:
+            return None
+
+        def start(description: str, total: int | None) -> Callable[[int], None]:
+            cm = progress_bar(description, total)
+            self.open.append(cm)
+            return cm.__enter__()
+
+        return start
+
+    def __exit__(self, *exc: object) -> None:
+        for cm in reversed(self.open):
+            cm.__exit__(None, None, None)
+
+
+def render(report: Any) -> None:
+    """The readable corpus report: one row per stage, then the split and the exports."""
+    table = Table(title=f"corpus build → {report.out}", title_justify="left")
+    for col in ("stage", "seen", "kept", "rejected (reason: count)"):
+        table.add_column(col, justify="left" if col in ("stage", "rejected (reason: count)") else "right")
+    for s in report.stages:
+        rej = ", ".join(f"{k}: {v}" for k, v in sorted(s["rejected"].items(), key=lambda kv: -kv[1])) or "–"
+        table.add_row(s["stage"], str(s["seen"]), str(s["kept"]), rej)
+    console.print(table)
+    growth = f"{report.growth:+.0%}" if report.growth is not None else "–"
+    console.print(f"agentic rows {report.agentic_rows} + rewritten axis-B rows {report.rewritten_rows} "
+                  f"(agentic corpus grows {growth})")
+    sizes = report.split["sizes"]
+    console.print("split by leak cluster: " + ", ".join(
+        f"{name} {v.get('problems', 0)} problems / {v.get('clusters', 0)} clusters" for name, v in sizes.items())
+        + f"; rows {report.split['rows']}; guard proof {report.split['proof']}")
+    for name, e in report.exports.items():
+        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(sorted(e.get('files', {})))}")
+    console.print(f"[dim]manifest: {report.manifest}[/]")

@@ -1,0 +1,305 @@
+"""``shoparena corpus build``: the whole corpus pipeline in one call (``docs/corpus-design.md``).
+
+normalise (store records, or upstream rollout files scored here with the strict rule scorer) → filter (judge →
+format → axis → dedup/rank → outcome) → rewrite the axis-B rows into agentic form and pass them through the same
+format gate and ranking → split the problems by leak cluster into train / eval / never-touch and prove the split
+→ export SFT (train and eval), KTO and GRPO sets → ``manifest.json``.
+
+Problems for the split come, in order of preference, from ``problems`` (a problem file), ``banks`` (a saved
+:class:`~shoparena.arena.banks.BankSet`: its leak clusters, and its static suites always never-touch) or, for a
+store, from the records themselves (id, bucket, leak cluster, suite, the query and the GT ids the scorer
+recorded) — enough for the guard's proof (problem ids, clusters, GT ids, canonical queries).
+
+Rewritten rows are judged by their structure and outcome, not by the judge score of the trace they replace (that
+score graded reasoning the rewrite discards): they skip the judge gate, keep the original score in their
+provenance, and by default only successful traces are rewritten (narrating a wrong answer as reasoned is worse
+than no row).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shoparena.corpus.filter import FilterConfig, run_filters
+from shoparena.corpus.types import Rejection, StageReport, Trajectory
+from shoparena.errors import ConfigError
+from shoparena.tasks.types import Problem, RewardItem
+
+__all__ = ["CorpusConfig", "CorpusReport", "build_corpus", "problems_from_rows"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class CorpusConfig(BaseModel):
+    """Every knob of :func:`build_corpus`: the filter's and the split's config objects plus the rewrite and
+    export choices."""
+
+    model_config = _FROZEN
+
+    filter: FilterConfig = Field(default_factory=FilterConfig)
+    split: Any = None
+    """A :class:`~shoparena.corpus.split.SplitConfig` (None: its defaults with this config's ``seed``)."""
+    seed: int = 0
+    rewrite: str = "template"
+    """``template`` (offline, deterministic), ``none``, or a model URI for the LLM rewriter."""
+    rewrite_require_success: bool = True
+    kto_min_judge: float = 0.7
+    kto_turns: Literal["all", "last"] = "all"
+    grpo_require_success: bool = True
+
+
+class CorpusReport(BaseModel):
+    """What a build did: per-stage counts, the rewrite's growth of the agentic corpus, split sizes, exports."""
+
+    model_config = _FROZEN
+
+    out: str
+    source: dict[str, Any]
+    stages: list[dict[str, Any]]
+    """normalize, the filter stages, rewrite, the rewritten rows' format gate and ranking, split, exports."""
+    agentic_rows: int
+    """Axis-A rows kept by the filter (before the split)."""
+    rewritten_rows: int
+    """Rewritten axis-B rows that passed the same format gate and ranking."""
+    growth: float | None
+    """``rewritten_rows / agentic_rows``: how much the rewrite grows the agentic corpus."""
+    split: dict[str, Any]
+    exports: dict[str, Any]
+    manifest: str
+
+
+def _record_problem(t: Trajectory) -> Problem | None:
+    if not t.problem_id:
+        return None
+    query = next((m.get("content") for m in t.messages if m.get("role") == "user"), None)
+    items = (t.outcome or {}).get("items") or []
+    gts = [it.get("gt_product_id") for it in items if it.get("gt_product_id")]
+    bucket = t.bucket if t.bucket in ("product", "shop", "voucher", "knowledge") else None
+    if not isinstance(query, str) or bucket is None:
+        return None
+    return Problem(problem_id=t.problem_id, bucket=bucket, query=query, cluster_id=t.cluster_id, suite=t.suite,
+                   reward=[RewardItem(product_id=g, title=[""]) for g in gts])
+
+
+def problems_from_rows(rows: Iterable[Trajectory]) -> dict[str, Problem]:
+    """A problem view per problem id seen in ``rows`` (first row wins): id, bucket, cluster, suite, query, GT ids
+    (from the scorer's ``outcome.items[].gt_product_id``). Enough for the leak guard; not for scoring."""
+    out: dict[str, Problem] = {}
+    for t in rows:
+        if t.problem_id and t.problem_id not in out:
+            p = _record_problem(t)
+            if p is not None:
+                out[p.problem_id] = p
+    return out
+
+
+def _score_rows(rows: Iterator[Trajectory | Rejection], problems: Mapping[str, Problem], index: Any
+                ) -> Iterator[Trajectory | Rejection]:
+    """Strict rule scores for imported rows (rollouts carry none): ``success`` and ``outcome``."""
+    from shoparena.corpus.normalize import to_steps
+    from shoparena.scoring.scorer import Scorer
+
+    scorer = Scorer(index, mode="strict")
+    for t in rows:
+        if isinstance(t, Trajectory) and t.success is None and t.problem_id in problems:
+            try:
+                score = scorer.score_steps(problems[t.problem_id], to_steps(t))
+            except Exception as exc:  # a row we cannot score is counted, never fatal
+                yield Rejection(stage="normalize", reason="unscorable", message=f"{type(exc).__name__}: {exc}",
+                                where=str(t.provenance.get("file", t.traj_id)), traj_id=t.traj_id)
+                continue
+            t.success = score.success
+            t.outcome = score.model_dump(mode="json")
+        yield t
+
+
+def _count(rows: Iterable[Trajectory | Rejection], report: StageReport, keep: list[Trajectory | Rejection],
+           advance: Callable[[int], None] | None) -> None:
+    for r in rows:
+        report.seen += 1
+        if isinstance(r, Rejection):
+            report.reject(r.reason, r.where)
+        else:
+            report.kept += 1
+        keep.append(r)
+        if advance is not None:
+            advance(1)
+
+
+def _load_problems(problems: str | os.PathLike[str] | None, banks: str | os.PathLike[str] | None
+                   ) -> tuple[dict[str, Problem] | None, dict[str, str] | None, tuple[str, ...]]:
+    """(problems by id, cluster map, static suite names) from a problem file or a saved bank set."""
+    if problems is not None:
+        from shoparena.tasks.loader import load_problems
+
+        return {p.problem_id: p for p in load_problems(problems)}, None, ()
+    if banks is not None:
+        from shoparena.arena.banks import BankSet
+
+        bank = BankSet.load(banks)
+        by_id = {p.problem_id: p for p in bank.all_problems()}
+        static = bank.static_suites()
+        for name, members in static.items():
+            for p in members:
+                by_id[p.problem_id] = p.model_copy(update={"suite": name})
+        return by_id, bank.cluster_map(), tuple(static)
+    return None, None, ()
+
+
+def build_corpus(
+    out: str | os.PathLike[str], *, store: str | None = None, rollouts: str | os.PathLike[str] | None = None,
+    catalog: str | os.PathLike[str] | None = None, problems: str | os.PathLike[str] | None = None,
+    banks: str | os.PathLike[str] | None = None, split: str | os.PathLike[str] | None = None,
+    config: CorpusConfig | None = None, query: Any = None,
+    progress: Callable[[str, int | None], Callable[[int], None]] | None = None,
+) -> CorpusReport:
+    """Build the corpus into ``out`` from a store URL or an upstream rollout file (module docstring). ``split``
+    reuses a frozen split manifest (``split.json`` of an earlier build: the partitions stay put as data grows; rows
+    of problems it does not hold are counted ``unknown_problem``, never exported); an edited or leaking one raises
+    :class:`~shoparena.errors.LeakError` before anything is written.
+
+    ``progress(description, total)`` may return an ``advance(n)`` callable (the CLI's progress bar)."""
+    from shoparena.corpus.export import write_grpo, write_kto, write_manifest, write_sft
+    from shoparena.corpus.normalize import iter_rollouts, iter_store
+    from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
+
+    cfg = config or CorpusConfig()
+    if (store is None) == (rollouts is None):
+        raise ConfigError("give exactly one source", hint="--from STORE_URL or --from-rollouts FILE")
+    if rollouts is not None and (catalog is None or problems is None):
+        raise ConfigError("a rollout file needs its catalog and problems",
+                          hint="--from-rollouts FILE --catalog DIR --problems FILE")
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_id, clusters, static_names = _load_problems(problems, banks)
+    index = None
+    if catalog is not None:
+        from shoparena.catalog.directory import index_path
+        from shoparena.catalog.index import SearchIndex
+
+        index = SearchIndex.open(index_path(catalog))
+
+    # 1. normalise
+    normalize = StageReport(stage="normalize")
+    items: list[Trajectory | Rejection] = []
+    if store is not None:
+        from shoparena.store import open_store
+
+        with open_store(store, create=False) as st:
+            total = st.count(query) if query is not None else st.count()
+            advance = progress("normalise", total) if progress else None
+            _count(iter_store(st, query), normalize, items, advance)
+        source: dict[str, Any] = {"kind": "store", "url": _redact(store), "records": total}
+    else:
+        advance = progress("normalise", None) if progress else None
+        stream: Iterator[Trajectory | Rejection] = iter_rollouts(rollouts, by_id)  # type: ignore[arg-type]
+        if index is not None and by_id:
+            stream = _score_rows(stream, by_id, index)
+        _count(stream, normalize, items, advance)
+        source = {"kind": "rollouts", "file": os.fspath(rollouts), "lines": normalize.seen}
+    rows = [t for t in items if isinstance(t, Trajectory)]
+    if by_id is None:
+        by_id = problems_from_rows(rows)
+        source["problems"] = "from records"
+    else:
+        source["problems"] = os.fspath(problems or banks)  # type: ignore[arg-type]
+
+    known = (lambda pid: index.doc_of(pid) >= 0) if index is not None else None
+
+    # 2. filter
+    result = run_filters(items, cfg.filter, known_ids=known)
+
+    # 3. rewrite axis-B rows into agentic form; the rewrites pass the same format gate and ranking
+    rewrite_reports: list[StageReport] = []
+    rewritten_kept: list[Trajectory] = []
+    if cfg.rewrite != "none":
+        candidates = [t for t in rows if t.axis in ("B", "mixed")
+                      and (t.success is True or not cfg.rewrite_require_success)]
+        rewritten, rw_report = _rewrite(candidates, cfg.rewrite, catalog)
+        rewrite_reports.append(rw_report)
+        blank = [dataclasses.replace(t, judge_score=None, coefficient=None,
+                                     provenance={**t.provenance, "original_judge_score": t.judge_score})
+                 for t in rewritten]
+        again = run_filters(blank, cfg.filter.model_copy(update={"judge_missing": "keep"}), known_ids=known)
+        for r in again.reports:
+            if r.stage != "judge":
+                r.stage = f"rewrite:{r.stage}"
+                rewrite_reports.append(r)
+        rewritten_kept = again.kept
+
+    # 4. split by leak cluster, prove it, route rows
+    if split is not None:  # a frozen split: re-verified (hashes, then the guard) over the problems it holds
+        manifest = SplitManifest.load(split)
+        frozen = manifest.group_of()
+        proof = verify_split(manifest, {pid: p for pid, p in by_id.items() if pid in frozen})
+        source["split"] = os.fspath(split)
+    else:
+        split_cfg = cfg.split or SplitConfig(seed=cfg.seed)
+        if static_names:
+            split_cfg = split_cfg.model_copy(update={"static_suites": tuple(sorted({*split_cfg.static_suites,
+                                                                                     *static_names}))})
+        # clusters=None: cluster afresh — the problems' own cluster ids are one link kind among several (shared
+        # GT ids, canonical queries, signatures, paraphrases), so the split is at least as coarse as they are
+        manifest = split_problems(by_id.values(), clusters=clusters, config=split_cfg)
+        proof = verify_split(manifest, by_id)
+    manifest.save(out_dir / "split.json")
+    sft_rows = assign_rows([*result.kept, *rewritten_kept], manifest)
+    pref_rows = assign_rows([*result.kept, *result.failed, *result.axis_b], manifest)
+
+    # 5. export
+    exports = [
+        write_sft(sft_rows["train"], out_dir, name="sft_train", manifest=manifest, partition="train"),
+        write_sft(sft_rows["eval"], out_dir, name="sft_eval", manifest=manifest, partition="eval"),
+        write_kto(pref_rows["train"], out_dir, name="kto_train", min_judge=cfg.kto_min_judge, turns=cfg.kto_turns,
+                  manifest=manifest, partition="train"),
+        write_grpo(sft_rows["train"], {p: by_id[p] for p in manifest.partitions["train"].problems if p in by_id},
+                   out_dir, name="grpo_train", require_success=cfg.grpo_require_success, manifest=manifest,
+                   partition="train"),
+    ]
+    stages = [normalize, *result.reports, *rewrite_reports, sft_rows.report]
+    path = write_manifest(out_dir, sources=source, filter_config=cfg.model_dump(mode="json"),
+                          reports=[s.to_dict() for s in stages], split=manifest, exports=exports,
+                          proof=proof.model_dump(mode="json"))
+    agentic = len(result.kept)
+    return CorpusReport(
+        out=str(out_dir), source=source, stages=[_plain(s.to_dict()) for s in stages], agentic_rows=agentic,
+        rewritten_rows=len(rewritten_kept), growth=round(len(rewritten_kept) / agentic, 4) if agentic else None,
+        split={"sizes": manifest.sizes(), "rows": {k: len(v) for k, v in sft_rows.items()},
+               "proof": "ok" if proof.ok else "failed"},
+        exports={e.name: _plain(e.to_dict()) for e in exports}, manifest=str(path))
+
+
+def _rewrite(rows: list[Trajectory], how: str, catalog: str | os.PathLike[str] | None
+             ) -> tuple[list[Trajectory], StageReport]:
+    from shoparena.corpus.rewrite import LLMRewriter, TemplateRewriter, catalog_observer, rewrite_all
+
+    observe = catalog_observer(catalog) if catalog is not None else None
+    rewriter: Any = TemplateRewriter(observe=observe) if how == "template" else LLMRewriter(how, observe=observe)
+    return rewrite_all(rows, rewriter)
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, Counter):
+        return dict(obj)
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _redact(url: str) -> str:
+    """A store URL without its password."""
+    if "://" in url and "@" in url.split("://", 1)[1]:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url

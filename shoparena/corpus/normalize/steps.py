@@ -1,0 +1,194 @@
+"""Step-record sources → rows: upstream rollout files (:func:`iter_rollouts`) and ORO ``output.jsonl`` envelopes
+(:func:`iter_envelopes`), shoppingbench.md §6.1–§6.3.
+
+Steps become canonical messages with :func:`shoparena.env.records.steps_to_messages` (in the flavour of the
+first step that has calls); what the messages do not say (``extra_info``, raw tag ``content``, ``prompt``) goes
+to ``extras["step_meta"]``, and an envelope's own fields to ``extras["envelope"]``. Every import is checked to
+convert back to exactly its steps; when the canonical form cannot reproduce them (non-canonical input such as
+``obs`` listed out of call order), the original steps are kept in ``extras["raw_steps"]`` and given back while
+the messages are unchanged — never silently lost.
+
+No system message is added: an upstream step's ``prompt`` is the tag-protocol prompt, which is not the prompt of
+the native conversation; it stays in ``step_meta``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from shoparena._io import iter_lines
+from shoparena.corpus.normalize._common import (
+    call_names,
+    fingerprint,
+    infer_tools,
+    reject,
+    scan_messages,
+)
+from shoparena.corpus.normalize.axis import text_axis
+from shoparena.corpus.types import Rejection, SourceKind, Trajectory, trajectory_id
+from shoparena.env.records import messages_to_steps, read_envelope, step_flavor, steps_to_messages
+from shoparena.env.types import StepRecord
+from shoparena.errors import DataError, NotFoundError
+from shoparena.scoring.rollouts import parse_rollout
+from shoparena.scoring.steps import first_step_value
+from shoparena.tasks.types import Problem
+
+__all__ = ["from_steps", "iter_envelopes", "iter_rollouts"]
+
+_CONVERT_ERRORS = (KeyError, TypeError, ValueError, AttributeError, DataError)
+
+
+class _Problems:
+    """``problems`` looked up by id, then by exact query text (as upstream joins rollouts)."""
+
+    __slots__ = ("by_id", "by_query")
+
+    def __init__(self, problems: Mapping[str, Problem]) -> None:
+        self.by_id = problems
+        self.by_query: dict[str, Problem] = {}
+        for p in problems.values():
+            self.by_query.setdefault(p.query, p)
+
+    def match(self, problem_id: str | None, query: str | None) -> Problem | None:
+        hit = self.by_id.get(problem_id) if problem_id is not None else None
+        if hit is None and query is not None:
+            hit = self.by_query.get(query)
+        return hit
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+
+
+def from_steps(steps: list[Any], *, where: str, source: SourceKind = "rollout", problem_id: str | None = None,
+               problems: _Problems | None = None, envelope: dict[str, Any] | None = None,
+               validate: bool = True, provenance: dict[str, Any] | None = None) -> Trajectory | Rejection:
+    """One trace given as step records (upstream or ORO flavour) as a row. ``envelope`` is the ORO envelope the
+    steps came in (its other fields are kept for :func:`~shoparena.corpus.normalize.to_envelope`)."""
+    if validate:
+        for i, step in enumerate(steps):
+            try:
+                StepRecord.model_validate(step)
+            except ValidationError as exc:
+                return reject("bad_step", f"step {i} is not a step record: {_first_error(exc)}", where)
+    if not steps:
+        return reject("empty_trace", "no steps: nothing to train on", where)
+    pid = problem_id if problem_id is not None else first_step_value(steps, "problem_id")
+    pid = str(pid) if pid is not None else None
+    query = first_step_value(steps, "query")
+    problem = None
+    if problems is not None:
+        problem = problems.match(pid, query if isinstance(query, str) else None)
+        if problem is None:
+            return reject("unknown_problem", f"problem id {pid!r} / query {str(query)[:80]!r} matches no given "
+                                             "problem", where)
+    flavor = next((fl for s in steps if (fl := step_flavor(s["completion"]["message"])) is not None), "upstream")
+    try:
+        with_meta = steps_to_messages(steps, flavor=flavor)
+    except _CONVERT_ERRORS as exc:
+        return reject("bad_step", f"steps cannot be converted to messages: {exc!r}", where)
+    extras: dict[str, Any] = {}
+    messages, bad = scan_messages(with_meta, extras)
+    if bad is not None:
+        return reject(bad[0], bad[1], where)
+    if flavor != "upstream":
+        extras["flavor"] = flavor
+    try:
+        exact = messages_to_steps(with_meta, flavor=flavor) == steps
+    except _CONVERT_ERRORS:
+        exact = False
+    if not exact:
+        extras["raw_steps"] = steps
+        extras["raw_fp"] = fingerprint(messages)
+    if envelope is not None:
+        extras["envelope"] = envelope
+    toolset, tools = infer_tools(call_names(messages))
+    extras["toolset"] = toolset
+    if problem is not None:
+        pid = problem.problem_id
+    return Trajectory(
+        traj_id=trajectory_id(messages, tools, pid), source=source, messages=messages, tools=tools,
+        problem_id=pid, bucket=problem.bucket if problem else None,
+        cluster_id=problem.cluster_id if problem else None, suite=problem.suite if problem else None,
+        axis=text_axis(messages), axis_source="text", provenance=provenance or {}, extras=extras,
+    )
+
+
+def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    if not os.path.exists(path):
+        raise NotFoundError(f"no such file {os.fspath(path)!r}", hint="pass the JSONL path to import")
+    return iter_lines(path)
+
+
+def _envelope_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in obj.items() if k != "dialogue"}
+    if "dialogue" in obj and obj["dialogue"] is None:
+        out["dialogue_null"] = True
+    return out
+
+
+def iter_rollouts(path: str | os.PathLike[str], problems: Mapping[str, Problem] | None = None,
+                  ) -> Iterator[Trajectory | Rejection]:
+    """Rows from an upstream ShoppingBench rollout JSONL (``.gz`` aware): one line = a JSON list of step records,
+    or an object form :func:`shoparena.scoring.rollouts.parse_rollout` accepts (an ORO envelope → source
+    ``oro_envelope``). With ``problems`` (id → problem) each row is joined by ``problem_id``, else by the first
+    step's query; the row takes the problem's id, bucket, cluster and suite.
+
+    Rejections (where = ``file:line``): ``bad_json``, ``bad_rollout`` (neither form, a non-object step, a
+    non-list dialogue), ``bad_step``, ``empty_trace``, ``unknown_problem`` (only with ``problems``)."""
+    index = _Problems(problems) if problems is not None else None
+    name = os.fspath(path)
+    for n, raw in _lines(path):
+        where = f"{name}:{n}"
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield reject("bad_json", f"invalid JSON: {exc}", where)
+            continue
+        try:
+            rollout = parse_rollout(obj, n)
+        except ValueError as exc:
+            yield reject("bad_rollout", str(exc), where)
+            continue
+        env = _envelope_fields(obj) if rollout.kind == "envelope" else None
+        yield from_steps(rollout.steps, where=where, source="oro_envelope" if env is not None else "rollout",
+                         problem_id=rollout.problem_id, problems=index, envelope=env,
+                         provenance={"file": name, "line": n})
+
+
+def iter_envelopes(path: str | os.PathLike[str], problems: Mapping[str, Problem] | None = None,
+                   ) -> Iterator[Trajectory | Rejection]:
+    """Rows from an ORO ``output.jsonl`` (one envelope per line, checked by
+    :func:`shoparena.env.records.read_envelope`). Rejections: ``bad_json``, ``not_object``, ``bad_envelope``
+    (keys, status, error shape, a step that is not a step record), ``empty_trace`` (``dialogue`` null or empty),
+    ``unknown_problem`` (only with ``problems``)."""
+    index = _Problems(problems) if problems is not None else None
+    name = os.fspath(path)
+    for n, raw in _lines(path):
+        where = f"{name}:{n}"
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield reject("bad_json", f"invalid JSON: {exc}", where)
+            continue
+        if not isinstance(obj, dict):
+            yield reject("not_object", f"an envelope is a JSON object, got {type(obj).__name__}", where)
+            continue
+        dialogue = obj.get("dialogue")
+        if dialogue is not None and not isinstance(dialogue, list):
+            yield reject("bad_envelope", f"'dialogue' is a {type(dialogue).__name__}, not a list or null", where)
+            continue
+        try:
+            read_envelope(obj)
+        except DataError as exc:
+            yield reject("bad_envelope", exc.message, where)
+            continue
+        yield from_steps(dialogue or [], where=where, source="oro_envelope", problem_id=str(obj["problem_id"]),
+                         problems=index, envelope=_envelope_fields(obj), validate=False,
+                         provenance={"file": name, "line": n})

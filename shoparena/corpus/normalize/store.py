@@ -1,0 +1,99 @@
+"""Store records → :class:`~shoparena.corpus.types.Trajectory` (:func:`from_record`, :func:`iter_store`).
+
+A record already holds its trace twice: ``steps`` and the canonical ``messages`` the validator derived from them
+with :func:`shoparena.env.records.steps_to_messages` (so ``step_meta`` rides on assistant messages). The row takes
+those messages without ``step_meta`` (the metas move to ``extras``, so :func:`~shoparena.corpus.normalize.to_steps`
+gives the stored steps back exactly), the tools the run was given (matched by the call log's ``tools_sha256`` /
+``tool_names``, else by the names it called), the scores, call log and outcome, and the provenance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from shoparena.corpus.normalize._common import call_names, infer_tools, reject, scan_messages
+from shoparena.corpus.normalize.axis import text_axis
+from shoparena.corpus.types import Rejection, Trajectory
+from shoparena.env.records import steps_to_messages
+
+__all__ = ["PROVENANCE_KEYS", "from_record", "iter_store"]
+
+PROVENANCE_KEYS = ("record_id", "agent_id", "agent_version", "eval_run_id", "miner_hotkey", "validator_hotkey",
+                   "pipeline_version")
+_REQUIRED = ("record_id", "problem_id")
+
+
+def _tools(call_log: list[Any], messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    for rec in call_log:
+        if isinstance(rec, dict) and rec.get("kind") == "inference":
+            params = rec.get("params") or {}
+            names = params.get("tool_names")
+            if names:
+                return infer_tools(names, params.get("tools_sha256"))
+    return infer_tools(call_names(messages))
+
+
+def from_record(body: Any, where: str | None = None) -> Trajectory | Rejection:
+    """One stored record body (parsed ``TrajectoryStore.bodies()`` bytes or ``TrajectoryRecord.model_dump()``)
+    as a row; ``traj_id`` is the record id. Takes ownership of ``body``'s nested values (no deep copy).
+
+    Axis: the record's own (``axis_source="call_log"``) when its call log has search records, else
+    :func:`text_axis`. Rejections (``where`` = the record id, or ``where`` when given): ``not_object``,
+    ``missing_keys``, ``bad_trace`` (steps / messages / call log of the wrong type), ``empty_trace``, ``bad_step`` (steps that
+    cannot be converted), ``bad_message``, ``bad_tool_call``, ``unpaired_tool_call_id``."""
+    if not isinstance(body, dict):
+        return reject("not_object", f"a record body must be a JSON object, got {type(body).__name__}",
+                      where or "?")
+    missing = [k for k in _REQUIRED if not isinstance(body.get(k), str)]
+    rid = body.get("record_id") if isinstance(body.get("record_id"), str) else None
+    loc = where or rid or "?"
+    if missing:
+        return reject("missing_keys", f"record body lacks string {missing}", loc, rid)
+    for name in ("steps", "messages", "call_log"):
+        value = body.get(name)
+        if value is not None and type(value) is not list:
+            return reject("bad_trace", f"record {name!r} is a {type(value).__name__}, not a list", loc, rid)
+    steps, messages, call_log = body.get("steps") or [], body.get("messages") or [], body.get("call_log") or []
+    if not messages and steps:
+        try:
+            messages = steps_to_messages(steps)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return reject("bad_step", f"record steps cannot be converted to messages: {exc!r}", loc, rid)
+    if not messages:
+        return reject("empty_trace", "record has no steps and no messages", loc, rid)
+    extras: dict[str, Any] = {}
+    clean, bad = scan_messages(messages, extras)
+    if bad is not None:
+        return reject(bad[0], bad[1], loc, rid)
+    toolset, tools = _tools(call_log, clean)
+    extras["toolset"] = toolset
+    for key in ("status", "started_at", "finished_at"):
+        if body.get(key) is not None:
+            extras[key] = body[key]
+    if any(isinstance(c, dict) and c.get("kind") == "search" for c in call_log):
+        axis, axis_source = body.get("axis"), "call_log"
+    else:
+        axis, axis_source = text_axis(clean), "text"
+    return Trajectory(
+        traj_id=rid or "", source="store", messages=clean, tools=tools, problem_id=body["problem_id"],
+        bucket=body.get("bucket"), cluster_id=body.get("cluster_id"), suite=body.get("suite"),
+        success=body.get("success"), judge_score=body.get("judge_score"), coefficient=body.get("coefficient"),
+        axis=axis, axis_source=axis_source, call_log=call_log, outcome=body.get("outcome"),
+        provenance={k: body.get(k) for k in PROVENANCE_KEYS}, extras=extras,
+    )
+
+
+def iter_store(store: Any, query: Any = None) -> Iterator[Trajectory | Rejection]:
+    """Every record of ``store`` matching ``query`` (a :class:`~shoparena.store.RecordQuery` or None), streamed
+    from :meth:`~shoparena.store.TrajectoryStore.bodies` in chunks. An unreadable body is ``bad_json`` (where =
+    ``store:<n>``, the 1-based position in the stream)."""
+    for n, raw in enumerate(store.bodies(query), start=1):
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield reject("bad_json", f"stored body is not JSON: {exc}", f"store:{n}")
+            continue
+        yield from_record(body)

@@ -1,0 +1,144 @@
+"""``shoparena corpus build`` end to end (issue 6): store and rollout sources, stage accounting, the rewrite's
+growth, the leak-guarded split, exports + manifest, determinism, and the guard failing loudly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+
+import orjson
+import pytest
+
+from shoparena.corpus.build import CorpusConfig, build_corpus
+from shoparena.corpus.export import read_jsonl_rows, read_manifest
+from shoparena.corpus.normalize import iter_store, to_steps
+from shoparena.corpus.split import SplitConfig, SplitManifest
+from shoparena.corpus.types import Trajectory
+from shoparena.errors import LeakError
+from shoparena.store import open_store
+from tests.corpus.conftest import CorpusWorld
+
+
+def _stage(report, name: str) -> dict:
+    return next(s for s in report.stages if s["stage"] == name)
+
+
+def _rows(world: CorpusWorld) -> list[Trajectory]:
+    with open_store(world.store_url) as st:
+        return [t for t in iter_store(st) if isinstance(t, Trajectory)]
+
+
+def test_store_build_accounts_for_every_row(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    report = build_corpus(tmp_path / "c", store=corpus_world.store_url, catalog=corpus_world.catalog)
+    rows = _rows(corpus_world)
+    assert _stage(report, "normalize")["seen"] == len(rows) == 36
+    for s in report.stages:  # every stage: seen = kept + Σ rejected
+        assert s["seen"] == s["kept"] + sum(s["rejected"].values()), s
+    chain = ["judge", "format", "axis", "dedup_rank", "outcome"]
+    for prev, nxt in pairwise(chain):
+        assert _stage(report, nxt)["seen"] == _stage(report, prev)["kept"]
+    # the judge gate reads judge_score >= 0.5; nothing else decides it
+    assert _stage(report, "judge")["kept"] == sum(1 for t in rows if t.judge_score is not None and t.judge_score >= 0.5)
+    # the rewriter gets every successful axis-B row, whatever its judge score
+    successes_b = [t for t in rows if t.axis == "B" and t.success]
+    assert successes_b and _stage(report, "rewrite")["seen"] == len(successes_b)
+    assert report.rewritten_rows == _stage(report, "rewrite:outcome")["kept"] > 0
+    assert report.agentic_rows == _stage(report, "outcome")["kept"]
+    assert report.growth == pytest.approx(round(report.rewritten_rows / report.agentic_rows, 4))
+    assert report.split["proof"] == "ok"
+
+    out = tmp_path / "c"
+    manifest = read_manifest(out)  # verifies every file hash
+    assert {"sft_train.jsonl", "sft_eval.parquet", "kto_train.jsonl", "grpo_train.jsonl", "split.json"} <= set(
+        manifest["files"])
+    split = SplitManifest.load(out / "split.json")
+    train = set(split.partitions["train"].problems)
+    evals = set(split.partitions["eval"].problems)
+    sft_train = read_jsonl_rows(out / "sft_train.jsonl")
+    sft_eval = read_jsonl_rows(out / "sft_eval.jsonl")
+    assert sft_train and all(r["problem_id"] in train for r in sft_train)
+    assert all(r["problem_id"] in evals for r in sft_eval)
+    assert len(sft_train) + len(sft_eval) == report.agentic_rows + report.rewritten_rows
+    assert any(r["source"] == "rewrite" for r in sft_train + sft_eval)
+    for r in sft_train:  # arguments and tools travel as JSON strings
+        assert isinstance(r["tools"], str)
+        calls = [c for m in r["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        assert all(isinstance(c["function"]["arguments"], str) for c in calls)
+        names = [c["function"]["name"] for c in calls]
+        assert names.count("recommend_product") == 1
+
+
+def test_build_is_deterministic(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    a = build_corpus(tmp_path / "a", store=corpus_world.store_url, catalog=corpus_world.catalog)
+    b = build_corpus(tmp_path / "b", store=corpus_world.store_url, catalog=corpus_world.catalog)
+    assert (tmp_path / "a" / "manifest.json").read_bytes() == (tmp_path / "b" / "manifest.json").read_bytes()
+    assert a.stages == b.stages
+    other = build_corpus(tmp_path / "c", store=corpus_world.store_url, catalog=corpus_world.catalog,
+                         config=CorpusConfig(split=SplitConfig(seed=9, eval_fraction=0.5)))
+    assert (tmp_path / "c" / "split.json").read_bytes() != (tmp_path / "a" / "split.json").read_bytes()
+    assert other.stages[:6] == a.stages[:6]  # the split seed changes the split, not the filter
+
+
+def test_rollout_source_is_scored_and_bad_lines_counted(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    rows = [t for t in _rows(corpus_world) if t.provenance.get("agent_id") == "react-expert"]
+    path = tmp_path / "rollouts.jsonl"
+    with open(path, "wb") as fh:
+        for t in rows:
+            fh.write(orjson.dumps(to_steps(t)) + b"\n")  # upstream form: a step list, joined by its query
+        fh.write(b"{not json\n")
+    report = build_corpus(tmp_path / "c", rollouts=path, catalog=corpus_world.catalog,
+                          problems=corpus_world.problems_file)
+    norm = _stage(report, "normalize")
+    assert norm["seen"] == len(rows) + 1 and norm["kept"] == len(rows) and norm["rejected"] == {"bad_json": 1}
+    # imported rollouts carry no score: the build scored them strict, and the scores agree with the validator's
+    assert _stage(report, "outcome")["seen"] > 0
+    sft = read_jsonl_rows(tmp_path / "c" / "sft_train.jsonl") + read_jsonl_rows(tmp_path / "c" / "sft_eval.jsonl")
+    assert sft and {r["problem_id"] for r in sft} <= {t.problem_id for t in rows}
+    kto = read_jsonl_rows(tmp_path / "c" / "kto_train.jsonl")
+    by_problem = {t.problem_id: t.success for t in rows}
+    assert all(r["label"] == by_problem[r["problem_id"]] for r in kto)
+
+
+def test_frozen_split_is_reused_and_an_edited_one_fails_loudly(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    build_corpus(tmp_path / "a", store=corpus_world.store_url, catalog=corpus_world.catalog,
+                 config=CorpusConfig(split=SplitConfig(seed=3, eval_fraction=0.4)))
+    frozen = tmp_path / "a" / "split.json"
+    again = build_corpus(tmp_path / "b", store=corpus_world.store_url, catalog=corpus_world.catalog, split=frozen)
+    assert (tmp_path / "b" / "split.json").read_bytes() == frozen.read_bytes()  # another seed would not matter
+    assert again.split["proof"] == "ok"
+
+    body = json.loads(frozen.read_text())
+    moved = body["partitions"]["eval"]["problems"][0]  # move one eval problem into train, hashes untouched
+    body["partitions"]["eval"]["problems"].remove(moved)
+    body["partitions"]["train"]["problems"].append(moved)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(body))
+    with pytest.raises(LeakError) as exc:
+        build_corpus(tmp_path / "c", store=corpus_world.store_url, catalog=corpus_world.catalog, split=edited)
+    assert exc.value.violations and not (tmp_path / "c" / "manifest.json").exists()
+
+    # a frozen split that lacks some problems: their rows are counted and never exported
+    body = json.loads(frozen.read_text())
+    report = build_corpus(tmp_path / "d", store=corpus_world.store_url, catalog=corpus_world.catalog, split=frozen)
+    held = {p for part in body["partitions"].values() for p in part["problems"]}
+    assert {r["problem_id"] for r in read_jsonl_rows(tmp_path / "d" / "sft_train.jsonl")} <= held
+    assert _stage(report, "split")["rejected"].get("unknown_problem", 0) == 0  # the store holds no other problem
+
+
+def test_cli_json(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-m", "shoparena", "corpus", "build", "--from", corpus_world.store_url,
+                           "--catalog", str(corpus_world.catalog), "--out", str(out), "--min-judge-score", "0.0",
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    body = json.loads(proc.stdout)
+    judge = next(s for s in body["stages"] if s["stage"] == "judge")
+    assert judge["rejected"] == {} and judge["kept"] == 36  # threshold 0 keeps every judged row
+    assert set(body["split"]["sizes"]) == {"train", "eval", "never_touch"}
+    assert (out / "manifest.json").is_file()
+    bad = subprocess.run([sys.executable, "-m", "shoparena", "corpus", "build", "--out", str(out)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "exactly one source" in bad.stderr
