@@ -17,7 +17,7 @@ import pytest
 from shoparena.arena.sandbox import Outcome, Sandbox, SandboxLimits, get_sandbox
 from shoparena.arena.sandbox.bwrap import BubblewrapSandbox
 from tests.arena.hostile import agent
-from tests.arena.hostile.world import World, gateway_world
+from tests.arena.hostile.world import World, gateway_world, processes_with_uid_in
 
 _REASON = BubblewrapSandbox().unavailable()
 if _REASON:
@@ -59,17 +59,7 @@ def _run(sandbox: Sandbox, world: World, agent_file: Path, problems: list[dict],
 
 
 def _uids_alive() -> set[int]:
-    found = set()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/status", encoding="utf-8") as fh:
-                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if UID_BASE <= uid < UID_BASE + 8:
-                found.add(int(entry.name))
-    return found
+    return processes_with_uid_in(UID_BASE)
 
 
 @needs_bwrap

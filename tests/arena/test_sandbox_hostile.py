@@ -21,7 +21,7 @@ from shoparena.arena.sandbox import Outcome, SandboxLimits, get_sandbox
 from shoparena.arena.sandbox.bwrap import BubblewrapSandbox
 from shoparena.arena.sandbox.paths import PACKAGE_DIR, python_binds
 from tests.arena.hostile import agent
-from tests.arena.hostile.world import World, gateway_world
+from tests.arena.hostile.world import World, gateway_world, processes_with_uid_in
 
 _REASON = BubblewrapSandbox().unavailable()
 if _REASON:
@@ -75,17 +75,7 @@ def _still_works(sandbox: BubblewrapSandbox, world: World, limits: SandboxLimits
 
 
 def _sandbox_uids() -> set[int]:
-    found = set()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/status", encoding="utf-8") as fh:
-                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if UID_BASE <= uid < UID_BASE + 8:
-                found.add(int(entry.name))
-    return found
+    return processes_with_uid_in(UID_BASE)
 
 
 def _blob(out: Outcome) -> str:

@@ -6,14 +6,17 @@ Owns nothing public: :mod:`shoparena.corpus.normalize` re-exports what callers n
 from __future__ import annotations
 
 import hashlib
+import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
+from shoparena._io import iter_lines
 from shoparena.corpus.types import Rejection
 from shoparena.env.records import META
+from shoparena.errors import NotFoundError
 
 STAGE = "normalize"
 ROLES = frozenset(("system", "user", "assistant", "tool"))
@@ -195,3 +198,17 @@ def _by_names(names: tuple[str, ...]) -> tuple[str, list[dict[str, Any]]]:
 def call_names(messages: list[dict[str, Any]]) -> list[str]:
     return [str((tc.get("function") or {}).get("name")) for m in messages if m.get("role") == "assistant"
             for tc in (m.get("tool_calls") or ())]
+
+
+def json_lines(path: str | os.PathLike[str], what: str) -> Iterator[tuple[int, str, Any]]:
+    """``(line number, "file:line", decoded object or a bad_json Rejection)`` for each line of a JSONL file
+    (``.gz`` aware). A missing file raises :class:`NotFoundError` (a usage error, not bad data)."""
+    if not os.path.exists(path):
+        raise NotFoundError(f"no such file {os.fspath(path)!r}", hint=f"pass the {what} path")
+    name = os.fspath(path)
+    for n, raw in iter_lines(path):
+        where = f"{name}:{n}"
+        try:
+            yield n, where, orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield n, where, reject("bad_json", f"invalid JSON: {exc}", where)

@@ -28,15 +28,13 @@ from typing import Any
 import orjson
 import regex as re
 
-from shoparena._io import iter_lines
-from shoparena.corpus.normalize._common import call_names, fingerprint, infer_tools, reject
+from shoparena.corpus.normalize._common import call_names, fingerprint, infer_tools, json_lines, reject
 from shoparena.corpus.normalize.axis import text_axis
 from shoparena.corpus.types import Rejection, Trajectory, trajectory_id
 from shoparena.env.protocol_native import parse_qwen3, split_think
 from shoparena.env.protocol_tags import tool_call_id
 from shoparena.env.records import dumps
 from shoparena.env.tools import normalize_tool_specs
-from shoparena.errors import NotFoundError
 
 __all__ = ["from_oro_sft", "iter_oro_sft", "qwen3_text", "to_oro_sft"]
 
@@ -385,14 +383,6 @@ def from_oro_sft(row: Any, where: str, provenance: dict[str, Any] | None = None)
 def iter_oro_sft(path: str | os.PathLike[str]) -> Iterator[Trajectory | Rejection]:
     """Rows from an ORO SFT JSONL (``.gz`` aware), one per line; a line that is not JSON is ``bad_json``; other
     rejections as :func:`from_oro_sft` (where = ``file:line``)."""
-    if not os.path.exists(path):
-        raise NotFoundError(f"no such file {os.fspath(path)!r}", hint="pass the ORO SFT JSONL path")
     name = os.fspath(path)
-    for n, raw in iter_lines(path):
-        where = f"{name}:{n}"
-        try:
-            row = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield reject("bad_json", f"invalid JSON: {exc}", where)
-            continue
-        yield from_oro_sft(row, where, {"file": name, "line": n})
+    for n, where, row in json_lines(path, "ORO SFT JSONL"):
+        yield row if isinstance(row, Rejection) else from_oro_sft(row, where, {"file": name, "line": n})

@@ -18,14 +18,13 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
-from shoparena._io import iter_lines
 from shoparena.corpus.normalize._common import (
     call_names,
     fingerprint,
     infer_tools,
+    json_lines,
     reject,
     scan_messages,
 )
@@ -33,7 +32,7 @@ from shoparena.corpus.normalize.axis import text_axis
 from shoparena.corpus.types import Rejection, SourceKind, Trajectory, trajectory_id
 from shoparena.env.records import messages_to_steps, read_envelope, step_flavor, steps_to_messages
 from shoparena.env.types import StepRecord
-from shoparena.errors import DataError, NotFoundError
+from shoparena.errors import DataError
 from shoparena.scoring.rollouts import parse_rollout
 from shoparena.scoring.steps import first_step_value
 from shoparena.tasks.types import Problem
@@ -120,12 +119,6 @@ def from_steps(steps: list[Any], *, where: str, source: SourceKind = "rollout", 
     )
 
 
-def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    if not os.path.exists(path):
-        raise NotFoundError(f"no such file {os.fspath(path)!r}", hint="pass the JSONL path to import")
-    return iter_lines(path)
-
-
 def _envelope_fields(obj: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in obj.items() if k != "dialogue"}
     if "dialogue" in obj and obj["dialogue"] is None:
@@ -144,12 +137,9 @@ def iter_rollouts(path: str | os.PathLike[str], problems: Mapping[str, Problem] 
     non-list dialogue), ``bad_step``, ``empty_trace``, ``unknown_problem`` (only with ``problems``)."""
     index = _Problems(problems) if problems is not None else None
     name = os.fspath(path)
-    for n, raw in _lines(path):
-        where = f"{name}:{n}"
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield reject("bad_json", f"invalid JSON: {exc}", where)
+    for n, where, obj in json_lines(path, "rollout JSONL"):
+        if isinstance(obj, Rejection):
+            yield obj
             continue
         try:
             rollout = parse_rollout(obj, n)
@@ -170,12 +160,9 @@ def iter_envelopes(path: str | os.PathLike[str], problems: Mapping[str, Problem]
     ``unknown_problem`` (only with ``problems``)."""
     index = _Problems(problems) if problems is not None else None
     name = os.fspath(path)
-    for n, raw in _lines(path):
-        where = f"{name}:{n}"
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield reject("bad_json", f"invalid JSON: {exc}", where)
+    for n, where, obj in json_lines(path, "ORO output.jsonl"):
+        if isinstance(obj, Rejection):
+            yield obj
             continue
         if not isinstance(obj, dict):
             yield reject("not_object", f"an envelope is a JSON object, got {type(obj).__name__}", where)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import tempfile
@@ -65,3 +66,19 @@ def gateway_world(n_problems: int = 4) -> Iterator[World]:
                         canary)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def processes_with_uid_in(lo: int, n: int = 8) -> set[int]:
+    """Pids of live processes whose real uid is in ``[lo, lo + n)`` (a sandbox's uid range): empty once every
+    sandboxed process is gone."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/status", encoding="utf-8") as fh:
+                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if lo <= uid < lo + n:
+                found.add(int(entry.name))
+    return found
