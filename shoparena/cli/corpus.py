@@ -104,5 +104,6 @@ def render(report: Any) -> None:
         f"{name} {v.get('problems', 0)} problems / {v.get('clusters', 0)} clusters" for name, v in sizes.items())
         + f"; rows {report.split['rows']}; guard proof {report.split['proof']}")
     for name, e in report.exports.items():
-        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(sorted(e.get('files', {})))}")
+        files = sorted({f.split("/")[0] + ("/" if "/" in f else "") for f in e.get("files", {})})
+        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(files)}")
     console.print(f"[dim]manifest: {report.manifest}[/]")
