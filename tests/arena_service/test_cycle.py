@@ -180,6 +180,9 @@ def test_full_cycle(world: tuple[Arena, ManualClock, LocalChain, TinyBanks]) -> 
     assert top is not None and top.release_state == "RELEASED" and top.code == GOOD + "# a2\n"
     copy = arena.submit("C", "copycat", GOOD + "# a2\n")
     assert copy.similar_to == "alpha@v2" and copy.similarity == 1.0
+    # A's own released code is not a copy when A improves on it (its cooldown has long passed)
+    own = arena.submit("A", "alpha", GOOD + "# a2\n")
+    assert own.similar_to is None and own.admission_status == "ACCEPTED"
     # the threshold decays per whole day since A's promotion (Sunday 04:00 UTC → Monday 19:00 UTC: 1 day)
     assert top.challenge_threshold == pytest.approx(0.9 * 0.6 * 0.9)
 

@@ -68,12 +68,16 @@ def version_row(conn: Connection, agent_version_id: str) -> Any:
     return conn.execute(select(agent_versions).where(agent_versions.c.agent_version_id == agent_version_id)).first()
 
 
-def released_code(conn: Connection, now: float) -> dict[str, str]:
-    """``{"<agent name>@v<n>": code}`` of every version whose embargo has ended (for the similarity check)."""
+def released_code(conn: Connection, now: float, *, exclude_hotkey: str | None = None) -> dict[str, str]:
+    """``{"<agent name>@v<n>": code}`` of every version whose embargo has ended (for the similarity check), except
+    ``exclude_hotkey``'s own: improving one's own released agent is not copying it."""
+    cond = [agent_versions.c.code_release_at.is_not(None), agent_versions.c.code_release_at <= now]
+    if exclude_hotkey is not None:
+        cond.append(agents.c.hotkey != exclude_hotkey)
     rows = conn.execute(
         select(agents.c.name, agent_versions.c.version_number, agent_versions.c.code)
         .join(agents, agents.c.agent_id == agent_versions.c.agent_id)
-        .where(agent_versions.c.code_release_at.is_not(None), agent_versions.c.code_release_at <= now)
+        .where(*cond)
         .order_by(agent_versions.c.agent_version_id)
     ).all()
     return {f"{r.name}@v{r.version_number}": r.code for r in rows}

@@ -82,7 +82,7 @@ def submit(db: ArenaDB, *, hotkey: str, agent_name: str, code: bytes, now: float
                             next_allowed_at=miner.next_allowed_at,
                             remaining_seconds=max(0.0, miner.next_allowed_at - now))
     try:
-        released = db.read(lambda conn: released_code(conn, now))
+        released = db.read(lambda conn: released_code(conn, now, exclude_hotkey=hotkey))
         report = gate(code, released)
     except BaseException:
         _release(db, hotkey, sub_id, now)  # our failure, not the miner's: give the slot back
