@@ -42,7 +42,8 @@ def main() -> None:
             goal_s = 2000 / rate if rate else float("inf")
             print(f"  {miners:3d} miners  day {d.day}: {d.trajectories:5d} trajectories in {d.wall_s:6.1f} s = "
                   f"{rate:5.2f}/s; a 2,000-trajectory day would take {goal_s:5.0f} s (goal ≤ 300 s: "
-                  f"{goal_s / 300:.2f}×); axis {d.by_axis}")
+                  f"{goal_s / 300:.2f}×); {d.evaluations} evaluations, {d.wall_s / max(1, d.evaluations):.2f} s "
+                  f"each; axis {d.by_axis}")
         print(f"  {miners:3d} miners  total wall {result.wall_s:.0f} s (setup included), sandbox {result.sandbox}")
 
 

@@ -96,6 +96,10 @@ def render(report: Any) -> None:
         rej = ", ".join(f"{k}: {v}" for k, v in sorted(s["rejected"].items(), key=lambda kv: -kv[1])) or "–"
         table.add_row(s["stage"], str(s["seen"]), str(s["kept"]), rej)
     console.print(table)
+    axis = next((s.get("notes", {}).get("by_source") for s in report.stages if s["stage"] == "axis"), None)
+    if axis:
+        console.print("axis decided from: " + "; ".join(
+            f"{src} ({', '.join(f'{a} {n}' for a, n in sorted(by.items()))})" for src, by in sorted(axis.items())))
     growth = f"{report.growth:+.0%}" if report.growth is not None else "–"
     console.print(f"agentic rows {report.agentic_rows} + rewritten axis-B rows {report.rewritten_rows} "
                   f"(agentic corpus grows {growth})")

@@ -3,7 +3,8 @@
 normalise (store records, or upstream rollout files scored here with the strict rule scorer) → filter (judge →
 format → axis → dedup/rank → outcome) → rewrite the axis-B rows into agentic form and pass them through the same
 format gate and ranking → split the problems by leak cluster into train / eval / never-touch and prove the split
-→ export SFT (train and eval), KTO and GRPO sets → ``manifest.json``.
+→ export SFT (train and eval), KTO and GRPO sets, ``provenance.jsonl`` (one line per exported trajectory: its source
+record, agent, run, hotkeys, what it was rewritten from) → ``manifest.json`` (which hashes every file).
 
 Problems for the split come, in order of preference, from ``problems`` (a problem file), ``banks`` (a saved
 :class:`~shoparena.arena.banks.BankSet`: its leak clusters, and its static suites always never-touch) or, for a
@@ -27,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoparena._io import write_jsonl
 from shoparena.corpus.filter import FilterConfig, run_filters
 from shoparena.corpus.types import Rejection, StageReport, Trajectory
 from shoparena.errors import ConfigError
@@ -263,6 +265,8 @@ def build_corpus(
                    out_dir, name="grpo_train", require_success=cfg.grpo_require_success, manifest=manifest,
                    partition="train"),
     ]
+    exported = {t.traj_id: t for part in (sft_rows, pref_rows) for rows_ in part.values() for t in rows_}
+    write_jsonl(out_dir / "provenance.jsonl", (_provenance(exported[k]) for k in sorted(exported)))
     stages = [normalize, *result.reports, *rewrite_reports, sft_rows.report]
     path = write_manifest(out_dir, sources=source, filter_config=cfg.model_dump(mode="json"),
                           reports=[s.to_dict() for s in stages], split=manifest, exports=exports,
@@ -274,6 +278,13 @@ def build_corpus(
         split={"sizes": manifest.sizes(), "rows": {k: len(v) for k, v in sft_rows.items()},
                "proof": "ok" if proof.ok else "failed"},
         exports={e.name: _plain(e.to_dict()) for e in exports}, manifest=str(path))
+
+
+def _provenance(t: Trajectory) -> dict[str, Any]:
+    """One ``provenance.jsonl`` line: where an exported row came from (kept out of the training rows)."""
+    return {"traj_id": t.traj_id, "source": t.source, "problem_id": t.problem_id, "cluster_id": t.cluster_id,
+            "suite": t.suite, "bucket": t.bucket, "success": t.success, "judge_score": t.judge_score,
+            "axis": t.axis, "axis_source": t.axis_source, "rewritten": t.rewritten, "provenance": t.provenance}
 
 
 def _rewrite(rows: list[Trajectory], how: str, catalog: str | os.PathLike[str] | None

@@ -63,6 +63,13 @@ def test_store_build_accounts_for_every_row(corpus_world: CorpusWorld, tmp_path:
     assert all(r["problem_id"] in evals for r in sft_eval)
     assert len(sft_train) + len(sft_eval) == report.agentic_rows + report.rewritten_rows
     assert any(r["source"] == "rewrite" for r in sft_train + sft_eval)
+    # provenance stays outside the rows, one line per exported trajectory, traceable to a stored record
+    prov = {p["traj_id"]: p for p in read_jsonl_rows(out / "provenance.jsonl")}
+    record_ids = {t.traj_id for t in rows}
+    for r in sft_train + sft_eval:
+        p = prov[r["id"]]["provenance"]
+        assert (p["rewritten_from"] if prov[r["id"]]["rewritten"] else p["record_id"]) in record_ids
+    assert all("provenance" not in m and "step_meta" not in m for r in sft_train for m in r["messages"])
     for r in sft_train:  # arguments and tools travel as JSON strings
         assert isinstance(r["tools"], str)
         calls = [c for m in r["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
