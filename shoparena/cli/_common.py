@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -49,3 +50,18 @@ def progress_bar(description: str, total: int | None) -> Iterator[Any]:
             prog.advance(task, n)
 
         yield advance
+
+
+def ms_option(value: str | None, flag: str) -> int | None:
+    """ms since the epoch from an integer or an ISO-8601 date/time (UTC when no zone is given)."""
+    if value is None:
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        from shoparena.errors import ConfigError
+
+        raise ConfigError(f"bad {flag} {value!r}", hint="ms since the epoch or ISO-8601, e.g. 2026-05-01T12:00") from None
+    return int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1000)

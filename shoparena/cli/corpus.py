@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, print_json, progress_bar
+from shoparena.cli._common import console, ms_option, print_json, progress_bar
 
 app = typer.Typer(help="Build SFT / KTO / GRPO sets from stored or imported trajectories.", no_args_is_help=True)
 
@@ -27,6 +27,9 @@ def build(
                                                                      "problems as the records describe them).")] = None,
     banks: Annotated[Path | None, typer.Option("--banks", help="Saved bank set: its leak clusters, and its static "
                                                                "suites always never-touch.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Store records created at or after (ms or ISO-8601).")
+                     ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="… and before (ms or ISO-8601).")] = None,
     split: Annotated[Path | None, typer.Option("--split", help="Reuse a frozen split.json (re-verified); rows "
                                                                "of problems it does not hold are not exported.")
                      ] = None,
@@ -49,6 +52,15 @@ def build(
     from shoparena.corpus.build import CorpusConfig, build_corpus
     from shoparena.corpus.filter import FilterConfig
     from shoparena.corpus.split import SplitConfig
+    from shoparena.store.types import RecordQuery
+
+    query = None
+    if since is not None or until is not None:
+        if store is None:
+            from shoparena.errors import ConfigError
+
+            raise ConfigError("--since / --until select store records", hint="use them with --from STORE_URL")
+        query = RecordQuery(since=ms_option(since, "--since"), until=ms_option(until, "--until"))
 
     cfg = CorpusConfig(
         filter=FilterConfig(min_judge_score=min_judge_score, require_success=require_success, per_problem=per_problem,
@@ -57,7 +69,7 @@ def build(
         seed=seed, rewrite=rewrite)
     with _bars(not as_json) as progress:
         report = build_corpus(out, store=store, rollouts=rollouts, catalog=catalog, problems=problems, banks=banks,
-                              split=split, config=cfg, progress=progress)
+                              split=split, config=cfg, query=query, progress=progress)
     if as_json:
         print_json(report.model_dump(mode="json"))
         return

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, ms_option, print_json
 
 if TYPE_CHECKING:
     from shoparena.store.types import RecordQuery
@@ -17,21 +16,6 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Export, count and verify trajectory records.", no_args_is_help=True)
 
 StoreOpt = Annotated[str, typer.Option("--store", help="Store URL: sqlite:///path.db or postgresql://user@host/db.")]
-
-
-def _ms(value: str | None, flag: str) -> int | None:
-    """ms since the epoch from an integer or an ISO-8601 date/time (UTC when no zone is given)."""
-    if value is None:
-        return None
-    if value.isdigit():
-        return int(value)
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        from shoparena.errors import ConfigError
-
-        raise ConfigError(f"bad {flag} {value!r}", hint="ms since the epoch or ISO-8601, e.g. 2026-05-01T12:00") from None
-    return int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 def _query(agent: list[str] | None, agent_version: list[str] | None, problem: list[str] | None,
@@ -44,7 +28,7 @@ def _query(agent: list[str] | None, agent_version: list[str] | None, problem: li
     return RecordQuery(agent_id=many(agent), agent_version=many(agent_version), problem_id=many(problem),
                        cluster_id=many(cluster), suite=many(suite), eval_run_id=many(eval_run),
                        pipeline_version=many(pipeline), axis=many(axis), status=many(status), success=success,
-                       since=_ms(since, "--since"), until=_ms(until, "--until"), min_judge_score=min_judge,
+                       since=ms_option(since, "--since"), until=ms_option(until, "--until"), min_judge_score=min_judge,
                        max_judge_score=max_judge, limit=limit)
 
 

@@ -34,7 +34,7 @@ from shoparena.corpus.types import Rejection, StageReport, Trajectory
 from shoparena.errors import ConfigError
 from shoparena.tasks.types import Problem, RewardItem
 
-__all__ = ["CorpusConfig", "CorpusReport", "build_corpus", "problems_from_rows"]
+__all__ = ["CorpusConfig", "CorpusReport", "build_corpus"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -90,18 +90,6 @@ def _record_problem(t: Trajectory) -> Problem | None:
                    reward=[RewardItem(product_id=g, title=[""]) for g in gts])
 
 
-def problems_from_rows(rows: Iterable[Trajectory]) -> dict[str, Problem]:
-    """A problem view per problem id seen in ``rows`` (first row wins): id, bucket, cluster, suite, query, GT ids
-    (from the scorer's ``outcome.items[].gt_product_id``). Enough for the leak guard; not for scoring."""
-    out: dict[str, Problem] = {}
-    for t in rows:
-        if t.problem_id and t.problem_id not in out:
-            p = _record_problem(t)
-            if p is not None:
-                out[p.problem_id] = p
-    return out
-
-
 def _score_rows(rows: Iterator[Trajectory | Rejection], problems: Mapping[str, Problem], index: Any
                 ) -> Iterator[Trajectory | Rejection]:
     """Strict rule scores for imported rows (rollouts carry none): ``success`` and ``outcome``."""
@@ -122,17 +110,35 @@ def _score_rows(rows: Iterator[Trajectory | Rejection], problems: Mapping[str, P
         yield t
 
 
-def _count(rows: Iterable[Trajectory | Rejection], report: StageReport, keep: list[Trajectory | Rejection],
-           advance: Callable[[int], None] | None) -> None:
-    for r in rows:
-        report.seen += 1
-        if isinstance(r, Rejection):
-            report.reject(r.reason, r.where)
-        else:
-            report.kept += 1
-        keep.append(r)
-        if advance is not None:
-            advance(1)
+class _Tap:
+    """Counts normalisation (the ``normalize`` stage report) on the way into the filter, and keeps the little the
+    later steps need: a problem view per problem (when no problem source was given) and the rewrite candidates
+    (axis-B / mixed rows, successful ones unless told otherwise)."""
+
+    def __init__(self, report: StageReport, *, views: bool, rewrite: bool, rewrite_require_success: bool) -> None:
+        self.report = report
+        self.views: dict[str, Problem] = {}
+        self.candidates: list[Trajectory] = []
+        self.advance: Callable[[int], None] | None = None
+        self._views, self._rewrite, self._need_success = views, rewrite, rewrite_require_success
+
+    def __call__(self, rows: Iterable[Trajectory | Rejection]) -> Iterator[Trajectory | Rejection]:
+        report = self.report
+        for r in rows:
+            report.seen += 1
+            if isinstance(r, Rejection):
+                report.reject(r.reason, r.where)
+            else:
+                report.kept += 1
+                if self._views and r.problem_id and r.problem_id not in self.views:
+                    view = _record_problem(r)
+                    if view is not None:
+                        self.views[view.problem_id] = view
+                if self._rewrite and r.axis in ("B", "mixed") and (r.success is True or not self._need_success):
+                    self.candidates.append(r)
+            if self.advance is not None:
+                self.advance(1)
+            yield r
 
 
 def _load_problems(problems: str | os.PathLike[str] | None, banks: str | os.PathLike[str] | None
@@ -188,43 +194,38 @@ def build_corpus(
 
         index = SearchIndex.open(index_path(catalog))
 
-    # 1. normalise
+    # 1–2. normalise and filter in one streaming pass: only what the filter keeps for ranking, the problem views
+    # and the rewrite candidates stay in memory, never the whole firehose
     normalize = StageReport(stage="normalize")
-    items: list[Trajectory | Rejection] = []
+    tap = _Tap(normalize, views=by_id is None, rewrite=cfg.rewrite != "none",
+               rewrite_require_success=cfg.rewrite_require_success)
+    known = (lambda pid: index.doc_of(pid) >= 0) if index is not None else None
     if store is not None:
         from shoparena.store import open_store
 
         with open_store(store, create=False) as st:
             total = st.count(query) if query is not None else st.count()
-            advance = progress("normalise", total) if progress else None
-            _count(iter_store(st, query), normalize, items, advance)
+            tap.advance = progress("normalise + filter", total) if progress else None
+            result = run_filters(tap(iter_store(st, query)), cfg.filter, known_ids=known)
         source: dict[str, Any] = {"kind": "store", "url": _redact(store), "records": total}
     else:
-        advance = progress("normalise", None) if progress else None
+        tap.advance = progress("normalise + filter", None) if progress else None
         stream: Iterator[Trajectory | Rejection] = iter_rollouts(rollouts, by_id)  # type: ignore[arg-type]
         if index is not None and by_id:
             stream = _score_rows(stream, by_id, index)
-        _count(stream, normalize, items, advance)
+        result = run_filters(tap(stream), cfg.filter, known_ids=known)
         source = {"kind": "rollouts", "file": os.fspath(rollouts), "lines": normalize.seen}
-    rows = [t for t in items if isinstance(t, Trajectory)]
     if by_id is None:
-        by_id = problems_from_rows(rows)
+        by_id = tap.views
         source["problems"] = "from records"
     else:
         source["problems"] = os.fspath(problems or banks)  # type: ignore[arg-type]
-
-    known = (lambda pid: index.doc_of(pid) >= 0) if index is not None else None
-
-    # 2. filter
-    result = run_filters(items, cfg.filter, known_ids=known)
 
     # 3. rewrite axis-B rows into agentic form; the rewrites pass the same format gate and ranking
     rewrite_reports: list[StageReport] = []
     rewritten_kept: list[Trajectory] = []
     if cfg.rewrite != "none":
-        candidates = [t for t in rows if t.axis in ("B", "mixed")
-                      and (t.success is True or not cfg.rewrite_require_success)]
-        rewritten, rw_report = _rewrite(candidates, cfg.rewrite, catalog)
+        rewritten, rw_report = _rewrite(tap.candidates, cfg.rewrite, catalog)
         rewrite_reports.append(rw_report)
         blank = [dataclasses.replace(t, judge_score=None, coefficient=None,
                                      provenance={**t.provenance, "original_judge_score": t.judge_score})
