@@ -71,13 +71,13 @@ class Executor:
                 self._end_all({"type": "Timeout", "message": "importing the agent file exceeded "
                                                              f"{self.c['timeout_s']:g} s"}, timed_out=True)
                 break
-            while self.imported and self.queue and len(self.running) < self.c["workers"]:
-                self._dispatch(self.queue.pop(0), now)
+            self._fill(now)
             for job in list(self.running):
                 if job.state == "retry" and now >= job.retry_at:
                     self._dispatch(job, now)
                 if job.tick(now, self.c["kill_grace_s"]):
                     self._finish(job, now)
+            self._fill(now)  # a slot a finished job freed is taken now, not after the next wait
             marks = [self.import_deadline] if not self.imported else []
             for job in self.running:
                 marks += job.marks(now)
@@ -88,6 +88,10 @@ class Executor:
         for job in self.running:
             job.killpg(signal.SIGKILL)
         self.killpg(self.zpid, signal.SIGKILL)
+
+    def _fill(self, now: float) -> None:
+        while self.imported and self.queue and len(self.running) < self.c["workers"]:
+            self._dispatch(self.queue.pop(0), now)
 
     def _event(self, kind: str, job) -> None:
         if kind == "report":
