@@ -35,26 +35,16 @@ _DERIVED = ("record_id", "idempotency_key", "trace_sha256", "call_log_sha256", "
 
 
 def real_bodies(root: Path) -> tuple[list[dict[str, Any]], Path]:
-    """The 36 real records of the corpus fixture's world, and the catalog directory."""
+    """The 36 real records of the corpus test world (:func:`shoparena.corpus.testing.seed_world`), and the catalog
+    directory."""
     import orjson
 
-    from shoparena.agents import agent_path
-    from shoparena.arena.validator import AgentSpec, ValidatorConfig, evaluate
-    from shoparena.catalog.directory import create_catalog
-    from shoparena.catalog.synthetic import generate_catalog
+    from shoparena.corpus.testing import seed_world
     from shoparena.store import open_store
-    from shoparena.tasks.generator import generate_problems
 
-    index = create_catalog(generate_catalog(600, seed=31), root / "cat")
-    problems = generate_problems(index, n=12, seed=7, paraphrases=1)
-    with open_store(f"sqlite:///{root / 'seed.db'}") as store:
-        for agent_id, name, model in (("react", "react", "policy:careful"), ("pipeline", "pipeline", "policy:careful"),
-                                      ("react-expert", "react", "policy:expert")):
-            config = ValidatorConfig(sandbox="process", allow_non_hermetic=True, validator_hotkey="5Fval",
-                                     model=model)
-            evaluate(AgentSpec(path=str(agent_path(name)), agent_id=agent_id, miner_hotkey=f"5Fminer-{agent_id}"),
-                     problems, root / "cat", store, config)
-        return [orjson.loads(b) for b in store.bodies()], root / "cat"
+    world = seed_world(root)
+    with open_store(world.store_url) as store:
+        return [orjson.loads(b) for b in store.bodies()], world.catalog
 
 
 def _mutate(body: dict[str, Any], rng: random.Random) -> str:
