@@ -99,15 +99,41 @@ class _bars:
             cm.__exit__(None, None, None)
 
 
-def render(report: Any) -> None:
-    """The readable corpus report: one row per stage, then the split and the exports."""
-    table = Table(title=f"corpus build → {report.out}", title_justify="left")
+@app.command("show")
+def show(
+    directory: Annotated[Path, typer.Argument(help="A corpus directory (the --out of corpus build).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Verify a built corpus (every file against its manifest hash) and print its report."""
+    from shoparena.corpus.export import read_manifest
+
+    manifest = read_manifest(directory, verify=True)  # a changed, missing or unlisted file is an error
+    if as_json:
+        print_json(manifest)
+        return
+    console.print(_stage_table(f"corpus {directory} (source: {manifest['sources'].get('kind')}, "
+                               f"{len(manifest['files'])} files verified)", manifest["counts"]))
+    proof = manifest.get("proof") or {}
+    console.print("split by leak cluster: " + ", ".join(
+        f"{name} {v['problems']} problems / {v['clusters']} clusters" for name, v in (proof.get("sizes") or {}).items())
+        + f"; guard proof {'ok' if proof.get('ok') else 'missing or failed'} ({len(proof.get('checks') or [])} checks)")
+    for name, e in sorted(manifest["exports"].items()):
+        console.print(f"  {name}: {e['rows']} rows")
+
+
+def _stage_table(title: str, stages: list[dict[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
     for col in ("stage", "seen", "kept", "rejected (reason: count)"):
         table.add_column(col, justify="left" if col in ("stage", "rejected (reason: count)") else "right")
-    for s in report.stages:
+    for s in stages:
         rej = ", ".join(f"{k}: {v}" for k, v in sorted(s["rejected"].items(), key=lambda kv: -kv[1])) or "–"
         table.add_row(s["stage"], str(s["seen"]), str(s["kept"]), rej)
-    console.print(table)
+    return table
+
+
+def render(report: Any) -> None:
+    """The readable corpus report: one row per stage, then the split and the exports."""
+    console.print(_stage_table(f"corpus build → {report.out}", report.stages))
     axis = next((s.get("notes", {}).get("by_source") for s in report.stages if s["stage"] == "axis"), None)
     if axis:
         console.print("axis decided from: " + "; ".join(

@@ -181,3 +181,17 @@ def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["stages"][0] == {"stage": "normalize", "seen": 0, "kept": 0, "rejected": {},
                                                     "examples": {}, "notes": {}}
+
+
+def test_show_verifies_every_file(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    report = build_corpus(out, store=corpus_world.store_url, catalog=corpus_world.catalog)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "shoparena", "corpus", "show", str(out), *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    ok = run("--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["exports"]["sft_train"]["rows"] == report.exports["sft_train"]["rows"]
+    with open(out / "sft_eval.jsonl", "a", encoding="utf-8") as fh:
+        fh.write("{}\n")  # one row slipped into the eval set after the build
+    bad = run()
+    assert bad.returncode == 3 and "sft_eval.jsonl changed" in bad.stderr
