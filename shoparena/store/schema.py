@@ -17,10 +17,6 @@ Append-only is enforced by the database itself (migration 2), not only by this p
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -32,16 +28,12 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
-    func,
-    inspect,
-    select,
     text,
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from shoparena.errors import DataError
-from shoparena.store.engine import WRITE, retrying
+from shoparena.store.migrations import Migration, Migrations
 
 metadata = MetaData()
 
@@ -91,13 +83,6 @@ schema_migrations = Table(
     Column("name", Text, nullable=False),
     Column("applied_at", BigInteger, nullable=False),
 )
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    apply: Callable[[Connection], None]
 
 
 def _create_records(conn: Connection) -> None:
@@ -157,44 +142,15 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 _PG_LOCK_KEY = 0x5E0A_7E57  # advisory lock serialising migrations
+HISTORY = Migrations(schema_migrations, MIGRATIONS, lock_key=_PG_LOCK_KEY, what="store",
+                     hint="upgrade shoparena to read this store")
 
 
 def current_version(conn: Connection) -> int:
-    """The highest applied migration (0 for an empty database)."""
-    if not inspect(conn).has_table("schema_migrations"):
-        return 0
-    return int(conn.execute(select(func.coalesce(func.max(schema_migrations.c.version), 0))).scalar_one())
+    """The highest applied migration (0 when none)."""
+    return HISTORY.current_version(conn)
 
 
 def migrate(engine: Engine) -> list[int]:
     """Bring the database to :data:`SCHEMA_VERSION`; returns the versions applied now (empty when up to date)."""
-    with engine.connect() as conn:
-        version = current_version(conn)
-        conn.rollback()
-    _check_not_newer(version)
-    if version == SCHEMA_VERSION:
-        return []
-
-    def _run() -> list[int]:
-        with engine.connect().execution_options(**WRITE) as conn, conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
-            schema_migrations.create(conn, checkfirst=True)
-            done = set(conn.execute(select(schema_migrations.c.version)).scalars())
-            _check_not_newer(max(done, default=0))
-            applied = []
-            for m in MIGRATIONS:
-                if m.version not in done:
-                    m.apply(conn)
-                    conn.execute(schema_migrations.insert().values(
-                        version=m.version, name=m.name, applied_at=int(time.time() * 1000)))
-                    applied.append(m.version)
-            return applied
-
-    return retrying(_run)
-
-
-def _check_not_newer(version: int) -> None:
-    if version > SCHEMA_VERSION:
-        raise DataError(f"store schema version {version} is newer than this shoparena's ({SCHEMA_VERSION})",
-                        hint="upgrade shoparena to read this store")
+    return HISTORY.migrate(engine)

@@ -15,10 +15,6 @@ race (``qualifiers`` unique on race and hotkey), one work item per (kind, race, 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -33,14 +29,10 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    func,
-    inspect,
-    select,
 )
 from sqlalchemy.engine import Connection, Engine
 
-from shoparena.errors import DataError
-from shoparena.store.engine import WRITE, retrying
+from shoparena.store.migrations import Migration, Migrations
 
 metadata = MetaData()
 _SEQ = BigInteger().with_variant(Integer(), "sqlite")
@@ -241,13 +233,6 @@ _V1_TABLES = (miners, agents, agent_versions, submissions, suites, races, qualif
               weight_submissions, events)
 
 
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    apply: Callable[[Connection], None]
-
-
 def _create_v1(conn: Connection) -> None:
     # Freeze this definition here once a later step alters a table, so new databases replay the same history.
     for table in _V1_TABLES:
@@ -257,45 +242,15 @@ def _create_v1(conn: Connection) -> None:
 MIGRATIONS: tuple[Migration, ...] = (Migration(1, "arena tables", _create_v1),)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 _PG_LOCK_KEY = 0x5E0A_A4E7  # advisory lock serialising arena migrations (the store uses its own key)
+HISTORY = Migrations(arena_schema_migrations, MIGRATIONS, lock_key=_PG_LOCK_KEY, what="arena",
+                     hint="upgrade shoparena to open this arena database")
 
 
 def current_version(conn: Connection) -> int:
-    """The highest applied arena migration (0 when none)."""
-    if not inspect(conn).has_table("arena_schema_migrations"):
-        return 0
-    col = arena_schema_migrations.c.version
-    return int(conn.execute(select(func.coalesce(func.max(col), 0))).scalar_one())
+    """The highest applied migration (0 when none)."""
+    return HISTORY.current_version(conn)
 
 
 def migrate(engine: Engine) -> list[int]:
-    """Bring the arena tables to :data:`SCHEMA_VERSION`; returns the versions applied now."""
-    with engine.connect() as conn:
-        version = current_version(conn)
-        conn.rollback()
-    _check_not_newer(version)
-    if version == SCHEMA_VERSION:
-        return []
-
-    def _run() -> list[int]:
-        with engine.connect().execution_options(**WRITE) as conn, conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
-            arena_schema_migrations.create(conn, checkfirst=True)
-            done = set(conn.execute(select(arena_schema_migrations.c.version)).scalars())
-            _check_not_newer(max(done, default=0))
-            applied = []
-            for m in MIGRATIONS:
-                if m.version not in done:
-                    m.apply(conn)
-                    conn.execute(arena_schema_migrations.insert().values(
-                        version=m.version, name=m.name, applied_at=int(time.time() * 1000)))
-                    applied.append(m.version)
-            return applied
-
-    return retrying(_run)
-
-
-def _check_not_newer(version: int) -> None:
-    if version > SCHEMA_VERSION:
-        raise DataError(f"arena schema version {version} is newer than this shoparena's ({SCHEMA_VERSION})",
-                        hint="upgrade shoparena to open this arena database")
+    """Bring the database to :data:`SCHEMA_VERSION`; returns the versions applied now (empty when up to date)."""
+    return HISTORY.migrate(engine)
