@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from shoparena.catalog.types import Product
+from shoparena.store.pg import TempPostgres, unavailable_reason
 
 DATA = Path(__file__).parent / "data"
 
@@ -129,3 +131,18 @@ def web_products() -> list[Product]:
         for line in fh:
             out.append(Product.model_validate(json.loads(line)["reward"]))
     return out
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[TempPostgres]:
+    """One real temporary PostgreSQL server for the whole session (each user creates its own schema); skips with
+    the reason where none can be started (install the Debian package ``postgresql``)."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    try:
+        server = TempPostgres(fsync=False).start()
+    except RuntimeError as exc:
+        pytest.skip(f"PostgreSQL tests skipped: could not start a temporary server: {exc}")
+    yield server
+    server.stop()

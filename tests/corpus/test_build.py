@@ -19,6 +19,7 @@ from shoparena.corpus.split import SplitConfig, SplitManifest
 from shoparena.corpus.types import Trajectory
 from shoparena.errors import LeakError
 from shoparena.store import open_store
+from shoparena.store.pg import TempPostgres
 from tests.corpus.conftest import CorpusWorld
 
 
@@ -151,28 +152,21 @@ def test_cli_json(corpus_world: CorpusWorld, tmp_path: Path) -> None:
     assert bad.returncode != 0 and "exactly one source" in bad.stderr
 
 
-def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, tmp_path: Path) -> None:
-    from shoparena.store.pg import TempPostgres, unavailable_reason
+def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, pg_server: TempPostgres,
+                                               tmp_path: Path) -> None:
     from shoparena.store.types import TrajectoryRecord
 
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"PostgreSQL not available: {reason}")
-    server = TempPostgres(fsync=False).start()
-    try:
-        url = server.create_schema("corpus")
-        with open_store(corpus_world.store_url) as src, open_store(url) as dst:
-            bodies = [orjson.loads(b) for b in src.bodies()]
-            assert dst.append_many(TrajectoryRecord.model_validate(b) for b in bodies) == len(bodies)
-            created = sorted(b["created_at"] for b in bodies)
-        a = build_corpus(tmp_path / "sqlite", store=corpus_world.store_url, catalog=corpus_world.catalog)
-        b = build_corpus(tmp_path / "pg", store=url, catalog=corpus_world.catalog)
-        assert a.stages == b.stages and a.split == b.split
-        for name in ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json"):
-            assert (tmp_path / "sqlite" / name).read_bytes() == (tmp_path / "pg" / name).read_bytes(), name
-        assert "***" in b.source["url"] or "@" not in b.source["url"]  # never a password in the manifest
-    finally:
-        server.stop()
+    url = pg_server.create_schema("corpus")
+    with open_store(corpus_world.store_url) as src, open_store(url) as dst:
+        bodies = [orjson.loads(b) for b in src.bodies()]
+        assert dst.append_many(TrajectoryRecord.model_validate(b) for b in bodies) == len(bodies)
+        created = sorted(b["created_at"] for b in bodies)
+    a = build_corpus(tmp_path / "sqlite", store=corpus_world.store_url, catalog=corpus_world.catalog)
+    b = build_corpus(tmp_path / "pg", store=url, catalog=corpus_world.catalog)
+    assert a.stages == b.stages and a.split == b.split
+    for name in ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json"):
+        assert (tmp_path / "sqlite" / name).read_bytes() == (tmp_path / "pg" / name).read_bytes(), name
+    assert "***" in b.source["url"] or "@" not in b.source["url"]  # never a password in the manifest
     # --since selects by record time (CLI): a bound after the last record gives an empty, still valid corpus
     out = tmp_path / "late"
     proc = subprocess.run([sys.executable, "-m", "shoparena", "corpus", "build", "--from", corpus_world.store_url,

@@ -1,7 +1,8 @@
 """Store fixtures: every store test runs on SQLite (a temp file, WAL) and on a real PostgreSQL server.
 
-The server is started once per session (``initdb`` + ``pg_ctl`` into a private temp dir, Unix socket only, run as
-the ``postgres`` user when we are root, fsync off for speed) and each test gets a fresh schema. Where no server
+The server (``pg_server`` in the root conftest) is started once per session (``initdb`` + ``pg_ctl`` into a
+private temp dir, Unix socket only, run as the ``postgres`` user when we are root, fsync off for speed) and each
+test gets a fresh schema. Where no server
 can be started the PostgreSQL cases skip with the reason (install the Debian package ``postgresql``).
 """
 
@@ -14,25 +15,12 @@ from pathlib import Path
 import pytest
 
 from shoparena.store import TrajectoryStore, open_store
-from shoparena.store.pg import TempPostgres, unavailable_reason
+from shoparena.store.pg import TempPostgres
 from shoparena.store.testing import synthetic_record
 from shoparena.store.types import TrajectoryRecord
 
 WRITER = Path(__file__).with_name("_writer.py")
 _db_numbers = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[TempPostgres]:
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"PostgreSQL tests skipped: {reason}")
-    try:
-        server = TempPostgres(fsync=False).start()
-    except RuntimeError as exc:
-        pytest.skip(f"PostgreSQL tests skipped: could not start a temporary server: {exc}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
