@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -174,7 +173,7 @@ def build_corpus(
     :class:`~shoparena.errors.LeakError` before anything is written.
 
     ``progress(description, total)`` may return an ``advance(n)`` callable (the CLI's progress bar)."""
-    from shoparena.corpus.export import write_grpo, write_kto, write_manifest, write_sft
+    from shoparena.corpus.export import jsonable, write_grpo, write_kto, write_manifest, write_sft
     from shoparena.corpus.normalize import iter_rollouts, iter_store
     from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
 
@@ -274,11 +273,11 @@ def build_corpus(
                           proof=proof.model_dump(mode="json"))
     agentic = len(result.kept)
     return CorpusReport(
-        out=str(out_dir), source=source, stages=[_plain(s.to_dict()) for s in stages], agentic_rows=agentic,
+        out=str(out_dir), source=source, stages=[jsonable(s) for s in stages], agentic_rows=agentic,
         rewritten_rows=len(rewritten_kept), growth=round(len(rewritten_kept) / agentic, 4) if agentic else None,
         split={"sizes": manifest.sizes(), "rows": {k: len(v) for k, v in sft_rows.items()},
                "proof": "ok" if proof.ok else "failed"},
-        exports={e.name: _plain(e.to_dict()) for e in exports}, manifest=str(path))
+        exports={e.name: jsonable(e) for e in exports}, manifest=str(path))
 
 
 def _provenance(t: Trajectory) -> dict[str, Any]:
@@ -295,16 +294,6 @@ def _rewrite(rows: list[Trajectory], how: str, catalog: str | os.PathLike[str] |
     observe = catalog_observer(catalog) if catalog is not None else None
     rewriter: Any = TemplateRewriter(observe=observe) if how == "template" else LLMRewriter(how, observe=observe)
     return rewrite_all(rows, rewriter)
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, Counter):
-        return dict(obj)
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return obj
 
 
 def _redact(url: str) -> str:

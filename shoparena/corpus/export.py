@@ -479,19 +479,20 @@ def read_dataset_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 # ─────────────────────────────────────────────────────────────────────────────── manifest
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """Plain JSON data of a report part (models, stage reports, counters, manifests, paths); sets sorted."""
     if isinstance(value, SplitManifest):
         return value.hashes()
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if hasattr(value, "to_dict"):
-        return _jsonable(value.to_dict())
+        return jsonable(value.to_dict())
     if isinstance(value, Rejection):
         return {"stage": value.stage, "reason": value.reason, "message": value.message, "where": value.where}
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        items = [_jsonable(v) for v in value]
+        items = [jsonable(v) for v in value]
         return sorted(items, key=str) if isinstance(value, set | frozenset) else items
     if isinstance(value, Path):
         return str(value)
@@ -530,10 +531,10 @@ def write_manifest(out_dir: str | os.PathLike[str], *, sources: Any = None, filt
     if not root.is_dir():
         raise NotFoundError(f"export directory {root} does not exist", hint="write the exports first")
     body: dict[str, Any] = {
-        "format": EXPORT_FORMAT, "versions": _versions(), "sources": _jsonable(sources),
-        "filter_config": _jsonable(filter_config), "counts": [_jsonable(r) for r in reports],
-        "split": _jsonable(split), "exports": {e.name: _jsonable(e) for e in exports},
-        **{k: _jsonable(v) for k, v in sorted(extra.items())}, "files": _file_hashes(root)}
+        "format": EXPORT_FORMAT, "versions": _versions(), "sources": jsonable(sources),
+        "filter_config": jsonable(filter_config), "counts": [jsonable(r) for r in reports],
+        "split": jsonable(split), "exports": {e.name: jsonable(e) for e in exports},
+        **{k: jsonable(v) for k, v in sorted(extra.items())}, "files": _file_hashes(root)}
     body["manifest_hash"] = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
     path = root / MANIFEST_NAME
     with atomic_write(path, "wb") as fh:
