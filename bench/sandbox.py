@@ -36,7 +36,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def measure(backend: str, n: int, workers: int, mode: str = "per_problem") -> dict[str, float]:
-    from shoparena.arena.sandbox import SandboxLimits, get_sandbox
+    from shoparena.validator.sandbox import SandboxLimits, get_sandbox
 
     root = Path(tempfile.mkdtemp(prefix="sbx-bench-"))
     agent = root / "agent.py"
@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--mode", choices=("both", "batch", "per_problem"), default="both")
     ap.add_argument("--baseline", action="store_true", help="also measure the non-hermetic process backend")
     args = ap.parse_args()
-    from shoparena.arena.sandbox import get_sandbox
+    from shoparena.validator.sandbox import get_sandbox
 
     sandbox = get_sandbox(args.backend, allow_non_hermetic=True)
     reason = sandbox.unavailable()

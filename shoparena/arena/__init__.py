@@ -1,2 +1,2 @@
-"""The arena: sandboxed evaluation, the reasoning judge, the validator loop (and, later, identities, submissions,
-races, weights and the chain)."""
+"""The subnet: miner and validator identities, the chain and weights, the submission gate, races, the arena
+service and its API, and the simulation of whole days. Evaluation itself lives in :mod:`shoparena.validator`."""

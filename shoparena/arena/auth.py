@@ -34,8 +34,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from shoparena.arena.chain.types import Metagraph
-from shoparena.arena.clock import Clock
 from shoparena.arena.identity import Keypair, is_ss58, verify
+from shoparena.clock import Clock
 from shoparena.errors import ShopArenaError
 
 __all__ = [

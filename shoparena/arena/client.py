@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 
-from shoparena.arena.clock import Clock, SystemClock
 from shoparena.arena.state.types import (
     AgentPublic,
     ClaimWork,
@@ -33,6 +32,7 @@ from shoparena.arena.state.types import (
     TopAgent,
     VersionPublic,
 )
+from shoparena.clock import Clock, SystemClock
 from shoparena.errors import BackendError
 from shoparena.tasks.types import Problem
 

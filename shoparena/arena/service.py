@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shoparena.arena.clock import Clock, SystemClock
 from shoparena.arena.config import ArenaConfig
 from shoparena.arena.state import submissions as subs
 from shoparena.arena.state import views, work
@@ -42,6 +41,7 @@ from shoparena.arena.state.types import (
     TopAgent,
     VersionPublic,
 )
+from shoparena.clock import Clock, SystemClock
 
 __all__ = ["Arena"]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.config import DAY_S, ArenaConfig
 from shoparena.arena.population import MinerProfile, agent_source, default_population
+from shoparena.clock import ManualClock
 
 __all__ = ["SimulationConfig", "SimulationResult", "simulate"]
 
@@ -90,9 +90,9 @@ class SimulationResult(BaseModel):
 
 
 def _world(cfg: SimulationConfig, root: Path) -> tuple[Any, Any, Path]:
-    from shoparena.arena.banks import BankSet
     from shoparena.catalog.directory import create_catalog
     from shoparena.catalog.synthetic import generate_catalog
+    from shoparena.tasks.banks import BankSet
     from shoparena.tasks.generator import generate_problems
 
     index = create_catalog(generate_catalog(cfg.catalog_size, cfg.seed), root / "catalog")
@@ -110,10 +110,10 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
     from shoparena.arena.chain import Hyperparameters, LocalChain
     from shoparena.arena.identity import new_identity
     from shoparena.arena.service import Arena
-    from shoparena.arena.validator import ValidatorConfig
     from shoparena.arena.weights import build_weights
-    from shoparena.arena.worker import LocalWork, work_once
     from shoparena.store import open_store
+    from shoparena.validator.core import ValidatorConfig
+    from shoparena.validator.worker import LocalWork, work_once
 
     t_start = time.perf_counter()
     say = progress or (lambda _m: None)

@@ -1,4 +1,4 @@
-"""``shoparena arena banks``: build, verify and summarise leak-guarded problem banks (:mod:`shoparena.arena.banks`).
+"""``shoparena arena banks``: build, verify and summarise leak-guarded problem banks (:mod:`shoparena.tasks.banks`).
 
 ``--problems`` and ``--static`` repeat (one file or quoted glob each); there are no positional files, so an
 unquoted shell glob after ``--static`` fails loudly instead of silently turning suites into bank problems.
@@ -63,7 +63,7 @@ def build(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Cluster the problems, split them into static / reserve / held-out / open, verify and save."""
-    from shoparena.arena.banks import BankConfig, BankSet
+    from shoparena.tasks.banks import BankConfig, BankSet
     from shoparena.tasks.loader import load_problems
 
     loaded = [p for path in _expand(problems, "--problems") for p in load_problems(path)]
@@ -91,7 +91,7 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print the guard report as JSON.")] = False,
 ) -> None:
     """Re-check hashes and prove the guard; exit 3 when anything fails."""
-    from shoparena.arena.banks import BankSet
+    from shoparena.tasks.banks import BankSet
 
     try:
         banks = BankSet.load(directory, verify=False)
@@ -116,7 +116,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Partition sizes per bucket, rotation state, suite pins and cluster statistics."""
-    from shoparena.arena.banks import BankSet
+    from shoparena.tasks.banks import BankSet
 
     result = BankSet.load(directory, verify=False).stats()
     if as_json:

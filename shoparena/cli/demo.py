@@ -98,8 +98,8 @@ def _validate(out: Path, problems: list[Any]) -> None:
     import shutil
 
     from shoparena.agents import agent_path
-    from shoparena.arena.validator import AgentSpec, ValidatorConfig, evaluate
     from shoparena.store import open_store
+    from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
 
     hermetic = shutil.which("bwrap") is not None
     config = ValidatorConfig(sandbox="bubblewrap" if hermetic else "process", allow_non_hermetic=not hermetic,

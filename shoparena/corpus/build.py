@@ -7,7 +7,7 @@ format gate and ranking → split the problems by leak cluster into train / eval
 record, agent, run, hotkeys, what it was rewritten from) → ``manifest.json`` (which hashes every file).
 
 Problems for the split come, in order of preference, from ``problems`` (a problem file), ``banks`` (a saved
-:class:`~shoparena.arena.banks.BankSet`: its leak clusters, and its static suites always never-touch) or, for a
+:class:`~shoparena.tasks.banks.BankSet`: its leak clusters, and its static suites always never-touch) or, for a
 store, from the records themselves (id, bucket, leak cluster, suite, the query and the GT ids the scorer
 recorded) — enough for the guard's proof (problem ids, clusters, GT ids, canonical queries).
 
@@ -148,7 +148,7 @@ def _load_problems(problems: str | os.PathLike[str] | None, banks: str | os.Path
 
         return {p.problem_id: p for p in load_problems(problems)}, None, ()
     if banks is not None:
-        from shoparena.arena.banks import BankSet
+        from shoparena.tasks.banks import BankSet
 
         bank = BankSet.load(banks)
         by_id = {p.problem_id: p for p in bank.all_problems()}

@@ -35,11 +35,11 @@ def seed_world(root: Path, *, catalog_size: int = 600, n_problems: int = 12, cat
                problem_seed: int = 7) -> SeedWorld:
     """Build the world under ``root`` (``cat/``, ``store.db``)."""
     from shoparena.agents import agent_path
-    from shoparena.arena.validator import AgentSpec, ValidatorConfig, evaluate
     from shoparena.catalog.directory import create_catalog
     from shoparena.catalog.synthetic import generate_catalog
     from shoparena.store import open_store
     from shoparena.tasks.generator import generate_problems
+    from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
 
     index = create_catalog(generate_catalog(catalog_size, seed=catalog_seed), root / "cat")
     problems = generate_problems(index, n=n_problems, seed=problem_seed, paraphrases=1)

@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from shoparena.store.migrations import Migration, Migrations
+from shoparena.db.migrations import Migration, Migrations
 
 metadata = MetaData()
 

@@ -18,9 +18,9 @@ import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from shoparena.db.engine import make_engine, safe_url, sqlite_path
 from shoparena.errors import DataError, NotFoundError
 from shoparena.store import schema
-from shoparena.store.engine import make_engine, safe_url, sqlite_path
 from shoparena.store.query import ROW_COLUMNS, make_query, record_from_body, row_from, select_for
 from shoparena.store.schema import RECORD_COLUMNS, records
 from shoparena.store.types import (

@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
-from shoparena.store.engine import WRITE, retrying
+from shoparena.db.engine import WRITE, retrying
 from shoparena.store.schema import RECORD_COLUMNS, records
 
 T = TypeVar("T")

@@ -17,8 +17,8 @@ from shoparena.arena.auth import (
     signing_message,
 )
 from shoparena.arena.chain import Hyperparameters, LocalChain, Metagraph
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.identity import new_identity, verify
+from shoparena.clock import ManualClock
 
 OWNER, VALIDATOR, MINER, STRANGER = (new_identity(n) for n in ("owner", "validator", "miner", "stranger"))
 

@@ -7,10 +7,10 @@ import hashlib
 from types import SimpleNamespace
 from typing import Any
 
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.config import ArenaConfig
 from shoparena.arena.service import Arena
 from shoparena.arena.state.types import CompleteRequest, ScoreComponents
+from shoparena.clock import ManualClock
 from shoparena.tasks.types import Problem
 
 #: Wednesday 2026-01-07 00:00:00 UTC.

@@ -15,10 +15,10 @@ from shoparena.arena.api import create_app
 from shoparena.arena.auth import RequestVerifier, sign_headers
 from shoparena.arena.chain import LocalChain
 from shoparena.arena.client import ArenaAPIError, ArenaClient
-from shoparena.arena.clock import Clock, ManualClock, SystemClock
 from shoparena.arena.identity import Identity, new_identity
 from shoparena.arena.service import Arena
 from shoparena.arena.state.types import ProblemProgress
+from shoparena.clock import Clock, ManualClock, SystemClock
 from tests.arena_service import GOOD, T0, config, make_arena, ok
 
 NAMES = ("owner", "miner-1", "miner-2", "val-1", "val-2")

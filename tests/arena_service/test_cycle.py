@@ -12,10 +12,10 @@ import pytest
 
 from shoparena.arena import races as rules
 from shoparena.arena.chain import LocalChain
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.service import Arena
 from shoparena.arena.state.types import ClaimWork, LeaseExpired
 from shoparena.arena.weights import build_weights
+from shoparena.clock import ManualClock
 from tests.arena_service import GOOD, TinyBanks, config, make_arena, ok
 
 # Friday 2026-03-06 12:00 UTC (04:00 PST). US DST starts Sunday 2026-03-08.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from shoparena.arena import races as rules
-from shoparena.arena.banks import BankSet
 from shoparena.arena.chain import LocalChain
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.service import Arena
+from shoparena.clock import ManualClock
+from shoparena.tasks.banks import BankSet
 from tests.arena_service import T0, config, ok
 from tests.banks import synthetic_bank
 

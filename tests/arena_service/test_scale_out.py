@@ -19,15 +19,15 @@ from shoparena._http import BackgroundServer
 from shoparena.agents import agent_path
 from shoparena.arena.api import create_app
 from shoparena.arena.auth import RequestVerifier
-from shoparena.arena.banks import BankSet
 from shoparena.arena.chain import LocalChain
-from shoparena.arena.clock import SystemClock
 from shoparena.arena.config import ArenaConfig
 from shoparena.arena.identity import new_identity
 from shoparena.arena.service import Arena
 from shoparena.catalog.directory import create_catalog
 from shoparena.catalog.synthetic import generate_catalog
+from shoparena.clock import SystemClock
 from shoparena.store import open_store
+from shoparena.tasks.banks import BankSet
 from shoparena.tasks.generator import generate_problems
 
 

@@ -6,8 +6,8 @@ import multiprocessing as mp
 import threading
 from pathlib import Path
 
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.state.schema import events, submissions
+from shoparena.clock import ManualClock
 from tests.arena_service import GOOD, T0, config, make_arena
 
 

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from shoparena.arena.clock import ManualClock
 from shoparena.arena.service import Arena
 from shoparena.arena.state.types import Forbidden, Invalid, LeaseExpired, NotFound, ProblemProgress
+from shoparena.clock import ManualClock
 from tests.arena_service import GOOD, T0, config, failed, make_arena, ok
 
 
@@ -172,7 +172,7 @@ def test_submissions_wait_while_no_qualifying_window_is_open() -> None:
 
 
 def test_complete_takes_the_validators_evaluation_summary() -> None:
-    from shoparena.arena.validator import EvaluationSummary
+    from shoparena.validator.core import EvaluationSummary
 
     arena, _, _ = _arena_with_versions("sqlite://", 1, required_successes=1, max_attempts=1)
     w = arena.claim_work("val-a")

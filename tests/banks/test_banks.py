@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shoparena.arena.banks import GROUPS, BankConfig, BankSet, BankState
-from shoparena.arena.clock import ManualClock
+from shoparena.clock import ManualClock
 from shoparena.errors import ConfigError
+from shoparena.tasks.banks import GROUPS, BankConfig, BankSet, BankState
 from shoparena.tasks.types import Problem, RewardItem
 from tests.banks import suites, synthetic_bank, upstream
 

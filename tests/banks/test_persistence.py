@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from shoparena.arena.banks import BankSet, BankState
 from shoparena.errors import DataError, NotFoundError
+from shoparena.tasks.banks import BankSet, BankState
 from tests.banks import suites, synthetic_bank, upstream
 
 

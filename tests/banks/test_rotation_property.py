@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoparena.arena.banks import GROUPS, BankConfig, BankSet
+from shoparena.tasks.banks import GROUPS, BankConfig, BankSet
 from shoparena.tasks.types import Problem, RewardItem
 from tests.banks import synthetic_bank
 

@@ -10,7 +10,7 @@ import pytest
 from shoparena.arena.gate import check_submission
 from tests.gate import BUILTIN_AGENTS, SAMPLES, bank_index, rules
 
-HOSTILE = Path(__file__).resolve().parents[1] / "arena" / "hostile"
+HOSTILE = Path(__file__).resolve().parents[1] / "validator" / "hostile"
 
 
 @pytest.mark.parametrize("name", ["react", "oro7", "pipeline"])

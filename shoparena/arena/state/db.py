@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection, Engine
 
 from shoparena.arena.state import schema
-from shoparena.store.engine import WRITE, make_engine, parse_url, retrying, safe_url
+from shoparena.db.engine import WRITE, make_engine, parse_url, retrying, safe_url
 
 __all__ = ["ArenaDB", "short_id"]
 

@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
-from shoparena.store.migrations import Migration, Migrations
+from shoparena.db.migrations import Migration, Migrations
 
 metadata = MetaData()
 _SEQ = BigInteger().with_variant(Integer(), "sqlite")
