@@ -17,8 +17,8 @@ from typing import Any, get_args
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from shoparena import _parquet
 from shoparena._io import atomic_write, iter_lines
 from shoparena.errors import ConfigError
 from shoparena.store.store import TrajectoryStore
@@ -28,11 +28,11 @@ from shoparena.store.types import RecordQuery, TrajectoryRecord, canonical_json
 JSON_FIELDS = ("steps", "messages", "call_log", "outcome", "judge", "pipeline")
 _SCALAR_TYPES = {"created_at": pa.int64(), "started_at": pa.int64(), "finished_at": pa.int64(),
                  "success": pa.bool_(), "judge_score": pa.float64(), "coefficient": pa.float64()}
-PARQUET_SCHEMA = pa.schema(
-    [pa.field(name, _SCALAR_TYPES.get(name, pa.string()),
-              nullable=type(None) in get_args(field.annotation))
-     for name, field in TrajectoryRecord.model_fields.items()],
-    metadata={b"shoparena.json_fields": ",".join(JSON_FIELDS).encode(), b"shoparena.format": b"trajectory/1"},
+PARQUET_SCHEMA = _parquet.json_schema(
+    {name: _parquet.JSON if name in JSON_FIELDS else _SCALAR_TYPES.get(name, pa.string())
+     for name in TrajectoryRecord.model_fields},
+    fmt="trajectory/1",
+    nullable={name: type(None) in get_args(field.annotation) for name, field in TrajectoryRecord.model_fields.items()},
 )
 
 
@@ -60,27 +60,21 @@ def export_jsonl(store: TrajectoryStore, out: str | os.PathLike[str], query: Rec
     return n
 
 
+def _canonical(value: Any) -> str:
+    return canonical_json(value).decode()
+
+
 def parquet_row(body: dict[str, Any]) -> dict[str, Any]:
     """A record body as a Parquet row (nested fields as canonical JSON strings)."""
-    return {k: (None if body[k] is None else canonical_json(body[k]).decode()) if k in JSON_FIELDS else body[k]
+    return {k: (None if body[k] is None else _canonical(body[k])) if k in JSON_FIELDS else body[k]
             for k in PARQUET_SCHEMA.names}
 
 
 def export_parquet(store: TrajectoryStore, out: str | os.PathLike[str], query: RecordQuery | None = None,
                    *, row_group: int = 1024) -> int:
-    """Records as Parquet row groups of ``row_group`` rows; returns the count."""
-    n = 0
-    with atomic_write(out, "wb") as raw, pq.ParquetWriter(raw, PARQUET_SCHEMA, compression="zstd") as writer:
-        batch: list[dict[str, Any]] = []
-        for body in store.bodies(query):
-            batch.append(parquet_row(orjson.loads(body)))
-            if len(batch) >= row_group:
-                writer.write_table(pa.Table.from_pylist(batch, schema=PARQUET_SCHEMA))
-                n, batch = n + len(batch), []
-        if batch or n == 0:
-            writer.write_table(pa.Table.from_pylist(batch, schema=PARQUET_SCHEMA))
-            n += len(batch)
-    return n
+    """Records as Parquet row groups of ``row_group`` rows (:mod:`shoparena._parquet`); returns the count."""
+    rows = (orjson.loads(body) for body in store.bodies(query))
+    return _parquet.write_rows(out, PARQUET_SCHEMA, rows, encode=_canonical, row_group=row_group)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[TrajectoryRecord]:
@@ -91,9 +85,5 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[TrajectoryRecord]:
 
 def read_parquet(path: str | os.PathLike[str], *, batch_size: int = 1024) -> Iterator[TrajectoryRecord]:
     """Records from an exported Parquet file, streamed by batch."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
-        for row in batch.to_pylist():
-            for k in JSON_FIELDS:
-                if row[k] is not None:
-                    row[k] = orjson.loads(row[k])
-            yield TrajectoryRecord.model_validate(row)
+    for row in _parquet.iter_rows(path, batch_size=batch_size):
+        yield TrajectoryRecord.model_validate(row)
