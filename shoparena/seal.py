@@ -21,7 +21,7 @@ from shoparena._io import atomic_write
 from shoparena.errors import DataError, NotFoundError
 
 __all__ = ["canonical_hash", "file_errors", "file_hashes", "read_json", "seal", "seal_errors", "sha256_bytes",
-           "sha256_file", "write_json"]
+           "sha256_file", "to_bytes", "write_json"]
 
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 

@@ -34,12 +34,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from shoparena._io import atomic_write
 from shoparena.corpus.types import Rejection, StageReport, Trajectory
-from shoparena.errors import DataError, LeakError, NotFoundError
+from shoparena.errors import DataError, LeakError
+from shoparena.seal import canonical_hash, read_json, seal_errors, to_bytes, write_json
 from shoparena.tasks.clusters import GUARD_VERSION, ClusterConfig, build_clusters
 from shoparena.tasks.guard import prove
 from shoparena.tasks.types import BUCKETS, Problem
@@ -56,7 +55,7 @@ ORO_STATIC_SUITES: tuple[str, ...] = ("problem_suite_v1", "problem_suite_v2", "p
 
 
 def _sha(obj: Any) -> str:
-    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)).hexdigest()
+    return canonical_hash(obj)
 
 
 def _order(seed: int | str, cluster_id: str) -> str:
@@ -165,8 +164,8 @@ class SplitManifest(BaseModel):
         return self.model_dump(mode="json", exclude={"manifest_hash"})
 
     def sealed(self) -> SplitManifest:
-        """This manifest with :attr:`manifest_hash` filled."""
-        return self.model_copy(update={"manifest_hash": _sha(self._body())})
+        """This manifest with :attr:`manifest_hash` filled (:func:`shoparena.seal.canonical_hash` of the rest)."""
+        return self.model_copy(update={"manifest_hash": canonical_hash(self._body())})
 
     def integrity_errors(self) -> list[str]:
         """Every stored hash or cross-reference that does not match the content (empty: intact)."""
@@ -202,13 +201,12 @@ class SplitManifest(BaseModel):
         missing = sorted(set(self.clusters) - set(seen))
         if missing:
             out.append(f"{len(missing)} clustered problems sit in no partition: {', '.join(missing[:5])}")
-        if self.manifest_hash != _sha(self._body()):
-            out.append("manifest_hash does not match the manifest")
+        out += seal_errors(self.model_dump(mode="json"), "manifest_hash")
         return out
 
     # ------------------------------------------------------------ persistence
     def to_bytes(self) -> bytes:
-        return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+        return to_bytes(self.model_dump(mode="json"))
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Atomically write the manifest (sorted-key JSON); returns ``path``."""
@@ -216,19 +214,19 @@ class SplitManifest(BaseModel):
         if errors:
             raise LeakError("refusing to save a split manifest whose hashes do not match its content",
                             hint="build it with split_problems()", violations=errors)
-        with atomic_write(path, "wb") as fh:
-            fh.write(self.to_bytes())
-        return Path(path)
+        return write_json(path, self.model_dump(mode="json"))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SplitManifest:
         """Read a manifest and re-check every hash: an edited manifest raises :class:`LeakError`."""
         p = Path(path)
-        if not p.is_file():
-            raise NotFoundError(f"no split manifest at {p}", hint="write one with SplitManifest.save()")
         try:
-            manifest = cls.model_validate(orjson.loads(p.read_bytes()))
-        except (orjson.JSONDecodeError, ValidationError) as exc:
+            manifest = cls.model_validate(read_json(p, what="split manifest",
+                                                    hint="write one with SplitManifest.save()"))
+        except DataError:
+            raise DataError(f"{p}: not a split manifest (not readable JSON)",
+                            hint="regenerate it with split_problems()") from None
+        except ValidationError as exc:
             raise DataError(f"{p}: not a split manifest: {str(exc).splitlines()[0]}",
                             hint="regenerate it with split_problems()") from exc
         errors = manifest.integrity_errors()

@@ -46,6 +46,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shoparena._io import atomic_write
 from shoparena.clock import Clock
 from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.seal import (
+    file_errors,
+    seal,
+    seal_errors,
+    sha256_bytes,
+    sha256_file,
+    write_json,
+)
 from shoparena.tasks.clusters import ClusterConfig, ClusterReport, build_clusters
 from shoparena.tasks.guard import GuardViolation, prove
 from shoparena.tasks.loader import load_problems, problem_row
@@ -459,7 +467,7 @@ class BankSet:
         """Write ``problems-<sha>.jsonl`` then, atomically, ``manifest.json``; returns the manifest path."""
         d = Path(directory)
         rows = b"".join(orjson.dumps(problem_row(self._problems[pid])) + b"\n" for pid in sorted(self._problems))
-        digest = hashlib.sha256(rows).hexdigest()
+        digest = sha256_bytes(rows)
         name = f"problems-{digest[:16]}.jsonl"
         with atomic_write(d / name, "wb") as fh:
             fh.write(rows)
@@ -473,9 +481,7 @@ class BankSet:
             "files": {"problems": {"name": name, "sha256": digest, "rows": len(self._problems)}},
             "cluster_report": self.cluster_report.model_dump(mode="json") if self.cluster_report else None,
         }
-        manifest = {**body, "manifest_sha256": _body_hash(body)}
-        with atomic_write(d / "manifest.json", "wb") as fh:
-            fh.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        write_json(d / "manifest.json", seal(body, "manifest_sha256"))
         for old in d.glob("problems-*.jsonl"):
             if old.name != name:
                 old.unlink(missing_ok=True)
@@ -491,15 +497,20 @@ class BankSet:
             raise NotFoundError(f"no bank manifest at {path}", hint="build one with `shoparena arena banks build`")
         try:
             manifest = orjson.loads(path.read_bytes())
+            if not isinstance(manifest, dict):
+                raise TypeError(f"the manifest is a JSON {type(manifest).__name__}, not an object")
             body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
             if manifest.get("format") != FORMAT:
                 raise DataError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
-            if manifest.get("manifest_sha256") != _body_hash(body):
+            if seal_errors(manifest, "manifest_sha256"):
                 raise DataError(f"{path}: manifest hash mismatch (edited after it was written)")
             info = body["files"]["problems"]
-            rows = (d / info["name"]).read_bytes()
-            if hashlib.sha256(rows).hexdigest() != info["sha256"]:
-                raise DataError(f"{d / info['name']}: content hash mismatch (problems changed after the save)")
+            if not isinstance(info["name"], str) or Path(info["name"]).name != info["name"]:
+                raise ValueError(f"problems file name {info['name']!r} is not a plain file name")
+            actual = {info["name"]: sha256_file(d / info["name"])} if (d / info["name"]).is_file() else {}
+            mismatch = file_errors({info["name"]: info["sha256"]}, actual)
+            if mismatch:
+                raise DataError(f"{d}: content hash mismatch (problems changed after the save): {mismatch[0]}")
             problems = {p.problem_id: p for p in load_problems(d / info["name"])}
             banks = cls(problems, static={n: s["problem_ids"] for n, s in body["static"].items()},
                         static_hashes={n: s["sha256"] for n, s in body["static"].items()},
@@ -524,7 +535,3 @@ class BankSet:
 
 def _ids_hash(ids: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
-
-
-def _body_hash(body: Mapping[str, object]) -> str:
-    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -112,3 +112,24 @@ def test_missing_and_unreadable(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(DataError, match="unreadable bank"):
         BankSet.load(tmp_path)
+
+
+def test_manifest_that_is_not_an_object_or_names_a_path(saved: tuple[BankSet, Path], tmp_path: Path) -> None:
+    d = _copy(saved[1], tmp_path / "b")
+    (d / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(DataError, match="unreadable bank"):
+        BankSet.load(d)
+    d2 = _copy(saved[1], tmp_path / "c")
+    manifest = _manifest(d2)
+    manifest["files"]["problems"]["name"] = "../elsewhere.jsonl"
+    _rewrite(d2, manifest, rehash=True)
+    with pytest.raises(DataError, match="unreadable bank"):
+        BankSet.load(d2)
+
+
+def test_missing_problems_file_is_named(saved: tuple[BankSet, Path], tmp_path: Path) -> None:
+    d = _copy(saved[1], tmp_path / "b")
+    f = next(d.glob("problems-*.jsonl"))
+    f.unlink()
+    with pytest.raises(DataError, match=rf"{f.name} is missing"):
+        BankSet.load(d)

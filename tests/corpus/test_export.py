@@ -291,3 +291,11 @@ def test_manifest_records_everything_and_detects_tampering(corpus_world: Any, ro
     (tmp_path / "b" / "extra.txt").write_text("x")
     with pytest.raises(DataError, match="not in the manifest"):
         read_manifest(tmp_path / "b")
+    (tmp_path / "b" / "kto_train.jsonl").unlink()
+    with pytest.raises(DataError) as info:  # every problem is named, not only the first
+        read_manifest(tmp_path / "b")
+    assert "2 problems" in info.value.message and "extra.txt is not in the manifest" in info.value.message
+    assert "kto_train.jsonl is missing" in info.value.message
+    (tmp_path / "b" / "manifest.json").write_text("[1]")
+    with pytest.raises(DataError, match="not an export manifest"):
+        read_manifest(tmp_path / "b", verify=False)
