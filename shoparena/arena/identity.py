@@ -9,6 +9,7 @@ Nothing here raises on a bad signature or address: :func:`verify` and :func:`is_
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 _DOMAIN = b"shoparena/dev-keypair/v1"
+_log = logging.getLogger(__name__)
 
 
 def _dev_seed(name: str, seed: int) -> str:
@@ -49,7 +51,8 @@ def is_ss58(address: str) -> bool:
     """Whether ``address`` is a well-formed SS58 address."""
     try:
         public_keypair(address)
-    except Exception:
+    except Exception as exc:  # the wallet library raises several kinds on a malformed address
+        _log.debug("not an SS58 address %.80r: %s: %s", address, type(exc).__name__, exc)
         return False
     return True
 
@@ -72,7 +75,8 @@ def verify(ss58_address: str, message: bytes | str, signature_hex: str) -> bool:
         if len(sig) != 64:
             return False
         return bool(public_keypair(ss58_address).verify(_as_bytes(message), sig))
-    except Exception:
+    except Exception as exc:  # a malformed address or signature is simply not valid
+        _log.debug("signature check of %.80r failed: %s: %s", ss58_address, type(exc).__name__, exc)
         return False
 
 

@@ -14,6 +14,7 @@ A bad line never stops the stream: it is counted by reason with its line number 
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections import Counter
@@ -122,8 +123,9 @@ def _pick_constructor() -> Any:
         a, b = _construct_unchecked(dict(probe)), Product.model_construct(**probe)
         if a == b and a.model_dump() == b.model_dump() and a.model_fields_set == b.model_fields_set:
             return _construct_unchecked
-    except Exception:  # pragma: no cover - only on an incompatible pydantic
-        pass
+    except Exception as exc:  # pragma: no cover - only on an incompatible pydantic
+        logging.getLogger(__name__).warning("fast product construction unavailable (%s: %s); using pydantic's",
+                                            type(exc).__name__, exc)
     return _construct_pydantic  # pragma: no cover
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -53,8 +54,9 @@ def _catalog_products(catalog: Path) -> Sequence[Product]:
         from shoparena.catalog.index import SearchIndex
 
         return SearchIndex.open(index_path(catalog))
-    except (ImportError, NotFoundError):
-        pass
+    except (ImportError, NotFoundError) as exc:  # no index built (yet): the documents serve as well
+        logging.getLogger(__name__).info("no search index for %s (%s: %s); reading its documents instead",
+                                         catalog, type(exc).__name__, exc)
     # iter_catalog_products may yield loader documents (``.product``) or products.
     return [getattr(doc, "product", doc) for doc in iter_catalog_products(catalog)]
 

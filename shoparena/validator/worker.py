@@ -10,6 +10,7 @@ item returns to the queue when its lease lapses.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -20,7 +21,9 @@ from pydantic import BaseModel, ConfigDict
 from shoparena.tasks.types import Problem
 from shoparena.validator.core import AgentSpec, EvaluationSummary, ValidatorConfig, evaluate
 
-__all__ = ["LocalWork", "WorkDone", "WorkSource", "work_once"]
+_log = logging.getLogger(__name__)
+
+__all__ = ["LocalWork", "WorkDone", "WorkSource", "keep_alive", "work_once", "work_until_empty"]
 
 
 class WorkSource(Protocol):
@@ -69,6 +72,19 @@ class WorkDone(BaseModel):
     """The arena's ``CompleteResult``."""
 
 
+def keep_alive(source: WorkSource, eval_run_id: str, stop: threading.Event, every_s: float) -> None:
+    """Renew the lease of ``eval_run_id`` every ``every_s`` seconds until ``stop`` is set. The first failure is
+    logged (a warning with the exception) and ends the heartbeats: a lapsed lease is the arena's call, and the
+    evaluation still finishes and reports."""
+    while not stop.wait(every_s):
+        try:
+            source.heartbeat(eval_run_id)
+        except Exception as exc:
+            _log.warning("heartbeat for eval run %s failed (%s: %s); no more heartbeats for it",
+                         eval_run_id, type(exc).__name__, exc, exc_info=exc)
+            return
+
+
 def work_once(source: WorkSource, catalog: str | Path, store: Any, config: ValidatorConfig, agent_dir: Path, *,
               heartbeat_s: float = 60.0) -> WorkDone | None:
     """Claim and finish one work item; None when the queue is empty."""
@@ -83,15 +99,7 @@ def work_once(source: WorkSource, catalog: str | Path, store: Any, config: Valid
     spec = AgentSpec(path=str(path), agent_id=work.agent_id, agent_version=f"v{work.version_number}",
                      miner_hotkey=work.miner_hotkey)
     stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(heartbeat_s):
-            try:
-                source.heartbeat(work.eval_run_id)
-            except Exception:  # a lapsed lease is the arena's call; the evaluation still finishes
-                return
-
-    beater = threading.Thread(target=beat, daemon=True)
+    beater = threading.Thread(target=keep_alive, args=(source, work.eval_run_id, stop, heartbeat_s), daemon=True)
     beater.start()
     try:
         summary = evaluate(spec, problems, catalog, store, config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from bittensor_wallet import Wallet
 
 from shoparena.arena.identity import (
@@ -72,3 +73,17 @@ def test_identity_from_a_wallet_on_disk(tmp_path: Path) -> None:
     assert ident.hotkey_ss58 == wallet.hotkey.ss58_address
     assert ident.coldkey_ss58 == wallet.coldkeypub.ss58_address
     assert verify(ident.hotkey_ss58, "x", sign(ident.hotkey, "x"))
+
+
+def test_rejected_addresses_and_signatures_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from shoparena.arena.identity import is_ss58, verify
+
+    with caplog.at_level(logging.DEBUG, logger="shoparena.arena.identity"):
+        assert is_ss58("not-an-address") is False
+        assert verify("not-an-address", b"m", "00" * 64) is False
+    messages = [r.getMessage() for r in caplog.records if r.name == "shoparena.arena.identity"]
+    assert len(messages) == 2
+    assert "not an SS58 address 'not-an-address'" in messages[0]
+    assert "signature check of 'not-an-address' failed" in messages[1]

@@ -207,3 +207,31 @@ def test_import_failures_fail_every_problem(world: World, tmp_path: Path, backen
     outs = _run(_sandbox(backend), world, f, _problems("a", "b", "c"), BATCH.model_copy(update={"timeout_s": 1.0}))
     for out in outs.values():
         assert out.envelope.status == status and message in out.envelope.error["message"], out.envelope.error
+
+
+def test_a_sandbox_without_exit_status_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The batch's end-of-sandbox path: a sandbox process that gives no exit status in 5 s is logged (pid and
+    why), and every problem not reported yet still fails with the sandbox's stderr tail."""
+    import logging
+    import queue
+    import subprocess
+    import threading
+
+    from shoparena.validator.sandbox.batch import _Batch
+
+    results: queue.Queue = queue.Queue()
+    batch = _Batch(get_sandbox("process", allow_non_hermetic=True), b"", _problems("a", "b"), lambda pid: {}, "",
+                   tmp_path / "gw.sock", BATCH, 1, False, results, threading.Event())
+    batch.stderr += b"first line\nlast words\n"
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        with caplog.at_level(logging.WARNING, logger="shoparena.validator.sandbox.batch"):
+            batch._sandbox_ended(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    [record] = caplog.records
+    assert f"pid {proc.pid}" in record.getMessage() and "TimeoutExpired" in record.getMessage()
+    outs = [results.get_nowait() for _ in range(2)]
+    assert [o.envelope.status for o in outs] == ["FAILED", "FAILED"]
+    assert all("last words" in o.envelope.error["message"] for o in outs)

@@ -16,6 +16,7 @@ against the per-problem timeout by its own clock. Closing the iterator kills the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import selectors
@@ -33,6 +34,8 @@ from shoparena.validator.sandbox.base import base_env, memfd
 from shoparena.validator.sandbox.batch_cgroup import RESERVE_PIDS, BatchCgroup, batch_cgroup, host_pid
 from shoparena.validator.sandbox.supervise import Watched, make_outcome, signal_name
 from shoparena.validator.sandbox.types import Envelope, Outcome, SandboxLimits
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Launch", "run_batch"]
 
@@ -121,8 +124,9 @@ class _Batch:
                 self.launch.kill()
                 try:
                     self.launch.proc.wait(timeout=10)
-                except Exception:
-                    pass
+                except Exception as exc:  # cleanup goes on; the problems are already reported
+                    _log.warning("batch sandbox pid %s did not exit 10 s after SIGKILL: %s: %s",
+                                 self.launch.proc.pid, type(exc).__name__, exc)
                 self.launch.cleanup()
             if self.cg is not None:
                 self.cg.close()
@@ -202,7 +206,8 @@ class _Batch:
     def _sandbox_ended(self, proc: Popen[bytes]) -> None:
         try:
             code = proc.wait(timeout=5)
-        except Exception:
+        except Exception as exc:  # the exit code is unknown; the problems still fail with the stderr tail
+            _log.warning("batch sandbox pid %s: no exit status after 5 s: %s: %s", proc.pid, type(exc).__name__, exc)
             code = None
         last = bytes(self.stderr).decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         self._fail_rest("FAILED", {"type": "SandboxError", "message": f"the batch sandbox ended (it "

@@ -78,7 +78,7 @@ def run_agent(problem: dict, *, agent_file: "str | None" = None, module=None) ->
     except BaseException as exc:  # the agent's failure, SystemExit and KeyboardInterrupt included, is data
         try:
             traceback.print_exc()
-        except BaseException:
+        except BaseException:  # in the sandbox: the agent's own stream failed; logging would use it too
             pass
         return {"status": "FAILED", "error": error_of(exc), "execution_time": time.perf_counter() - t0}
     elapsed = time.perf_counter() - t0

@@ -10,6 +10,7 @@ anything malformed is a ``FAILED`` envelope with a precise error, never an excep
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import selectors
@@ -24,6 +25,8 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from shoparena.validator.sandbox.types import Envelope, Outcome, SandboxLimits
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Watched", "descendants", "make_outcome", "run_parallel", "signal_name", "watch"]
 
@@ -104,8 +107,8 @@ def watch(proc: Popen[bytes], report_fd: int | None, limits: SandboxLimits, canc
             signal_tree(signal.SIGKILL)
         try:
             proc.wait(timeout=10)
-        except Exception:  # a process surviving SIGKILL this long is reported as is
-            pass
+        except Exception as exc:  # a process surviving SIGKILL this long is reported as is
+            _log.warning("sandbox pid %s did not exit 10 s after SIGKILL: %s: %s", proc.pid, type(exc).__name__, exc)
         w.exit_code = proc.returncode
         w.wall_s = time.monotonic() - started
         if report_fd is not None:

@@ -78,7 +78,7 @@ def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except BaseException:
+        except BaseException:  # in the sandbox: the agent's own stream failed; logging would use it too
             pass
 
 
