@@ -241,3 +241,36 @@ def test_sdk_is_stdlib_only_at_import(module: str) -> None:
 @pytest.mark.parametrize("module", SANDBOX_AGENTS)
 def test_builtin_agents_import_only_what_the_sandbox_has(module: str) -> None:
     assert _stdlib_only(MODULES[module], SANDBOX_ALLOWED) == []
+
+
+#: Packages with a public top-level interface: the CLI imports them only through it.
+PUBLIC = ("catalog", "tasks", "validator", "corpus")
+
+
+def test_the_cli_uses_only_public_interfaces() -> None:
+    private = [str(e) for e in EDGES if _unit(e.src) == "cli" and _unit(e.dst) in PUBLIC
+               and e.dst != f"shoparena.{_unit(e.dst)}"]
+    assert private == [], "the CLI reaches into private modules (import from the package instead):\n" + \
+        "\n".join(private)
+
+
+@pytest.mark.parametrize("package", PUBLIC)
+def test_public_interface_is_lazy_and_complete(package: str) -> None:
+    """Importing the package loads none of its modules; every ``__all__`` name then resolves to the object its
+    module defines."""
+    import importlib
+    import subprocess
+
+    probe = (f"import sys, shoparena.{package} as p; "
+             f"print(sorted(m for m in sys.modules if m.startswith('shoparena.{package}.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", f"import shoparena.{package} loads {out.stdout.strip()}"
+    pkg = importlib.import_module(f"shoparena.{package}")
+    assert sorted(pkg.__all__) == sorted(pkg._EXPORTS) and set(pkg.__all__) <= set(dir(pkg))
+    for name in pkg.__all__:
+        module, _, attr = pkg._EXPORTS[name].partition(":")
+        want = getattr(importlib.import_module(f"shoparena.{package}.{module}"), attr or name)
+        got = getattr(pkg, name)
+        assert got is want or got == want, f"shoparena.{package}.{name}"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        pkg.nope  # noqa: B018

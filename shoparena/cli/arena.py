@@ -113,8 +113,7 @@ def validator(
     from shoparena.arena.client import ArenaClient
     from shoparena.arena.identity import new_identity
     from shoparena.store import open_store
-    from shoparena.validator.core import ValidatorConfig
-    from shoparena.validator.worker import work_until_empty
+    from shoparena.validator import ValidatorConfig, work_until_empty
 
     ident = new_identity(name, seed)
     config = ValidatorConfig(model=model, models=tuple(m for m in models.split(",") if m), judge=judge,

@@ -63,8 +63,7 @@ def build(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Cluster the problems, split them into static / reserve / held-out / open, verify and save."""
-    from shoparena.tasks.banks import BankConfig, BankSet
-    from shoparena.tasks.loader import load_problems
+    from shoparena.tasks import BankConfig, BankSet, load_problems
 
     loaded = [p for path in _expand(problems, "--problems") for p in load_problems(path)]
     suites = {_suite_name(path): load_problems(path) for path in _expand(static or [], "--static")}
@@ -91,7 +90,7 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print the guard report as JSON.")] = False,
 ) -> None:
     """Re-check hashes and prove the guard; exit 3 when anything fails."""
-    from shoparena.tasks.banks import BankSet
+    from shoparena.tasks import BankSet
 
     try:
         banks = BankSet.load(directory, verify=False)
@@ -116,7 +115,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Partition sizes per bucket, rotation state, suite pins and cluster statistics."""
-    from shoparena.tasks.banks import BankSet
+    from shoparena.tasks import BankSet
 
     result = BankSet.load(directory, verify=False).stats()
     if as_json:

@@ -23,8 +23,7 @@ def generate(
         "(default: min(20, size // 500), at least 2; upstream uses 20).")] = None,
 ) -> None:
     """Write DIR/documents.jsonl.gz (upstream {id, contents, product} lines) and DIR/index in one pass."""
-    from shoparena.catalog.directory import DOCUMENTS_FILE, INDEX_DIR, create_catalog
-    from shoparena.catalog.synthetic import generate_catalog
+    from shoparena.catalog import DOCUMENTS_FILE, INDEX_DIR, create_catalog, generate_catalog
 
     t0 = time.perf_counter()
     with progress_bar(f"generating and indexing {size:,} products", size) as advance:
@@ -41,7 +40,7 @@ def import_(
     out: Annotated[Path, typer.Option("--out", help="Catalog directory to write the index into.")],
 ) -> None:
     """Index an upstream documents file; bad lines are skipped, counted and reported with line numbers."""
-    from shoparena.catalog.directory import INDEX_DIR, import_catalog
+    from shoparena.catalog import INDEX_DIR, import_catalog
 
     t0 = time.perf_counter()
     with progress_bar(f"indexing {file.name}", None) as advance:
@@ -57,8 +56,7 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the index metadata as JSON.")] = False,
 ) -> None:
     """Size, collection statistics and provenance of a catalog's index."""
-    from shoparena.catalog.directory import index_path
-    from shoparena.catalog.index import SearchIndex
+    from shoparena.catalog import SearchIndex, index_path
 
     meta = SearchIndex.open(index_path(catalog)).meta
     if as_json:
@@ -80,9 +78,7 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the memory-mapped index.")] = 1,
 ) -> None:
     """Serve /find_product, /view_product_information, /get_product_raw and /health over HTTP."""
-    from shoparena.catalog.directory import index_path
-    from shoparena.catalog.search import FLAVORS, MODES
-    from shoparena.catalog.server import serve as serve_index
+    from shoparena.catalog import FLAVORS, MODES, index_path, serve_index
     from shoparena.errors import ConfigError
 
     if mode not in MODES or flavor not in FLAVORS:

@@ -49,9 +49,7 @@ def build(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Normalise, filter, rewrite, split by leak cluster and export; prints per-stage kept / rejected counts."""
-    from shoparena.corpus.build import CorpusConfig, build_corpus
-    from shoparena.corpus.filter import FilterConfig
-    from shoparena.corpus.split import SplitConfig
+    from shoparena.corpus import CorpusConfig, FilterConfig, SplitConfig, build_corpus
     from shoparena.store.types import RecordQuery
 
     query = None
@@ -105,7 +103,7 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
 ) -> None:
     """Verify a built corpus (every file against its manifest hash) and print its report."""
-    from shoparena.corpus.export import read_manifest
+    from shoparena.corpus import read_manifest
 
     manifest = read_manifest(directory, verify=True)  # a changed, missing or unlisted file is an error
     if as_json:

@@ -99,7 +99,7 @@ def _validate(out: Path, problems: list[Any]) -> None:
 
     from shoparena.agents import agent_path
     from shoparena.store import open_store
-    from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
+    from shoparena.validator import AgentSpec, ValidatorConfig, evaluate
 
     hermetic = shutil.which("bwrap") is not None
     config = ValidatorConfig(sandbox="bubblewrap" if hermetic else "process", allow_non_hermetic=not hermetic,
@@ -146,7 +146,7 @@ def _arena(out: Path, seed: int) -> None:
 
 def _corpus(out: Path) -> None:
     from shoparena.cli.corpus import render
-    from shoparena.corpus.build import build_corpus
+    from shoparena.corpus import build_corpus
 
     arena = out / "arena"
     console.print("[bold cyan]8. corpus[/] of the simulated days: normalise → judge / format / axis / dedup+rank "
@@ -166,14 +166,10 @@ def demo(
 ) -> None:
     """Run the embedded-default pipeline: catalog → problems → search → run → score."""
     from shoparena._io import write_jsonl
-    from shoparena.catalog.directory import create_catalog
-    from shoparena.catalog.search import SearchService
-    from shoparena.catalog.synthetic import generate_catalog
+    from shoparena.catalog import SearchService, create_catalog, generate_catalog
     from shoparena.env import run_episode
     from shoparena.scoring.run import ScoreConfig, score_run
-    from shoparena.tasks.generator import generate_problems
-    from shoparena.tasks.loader import dump_problems
-    from shoparena.tasks.stats import problem_stats
+    from shoparena.tasks import dump_problems, generate_problems, problem_stats
 
     t_start = time.perf_counter()
     console.print(Panel.fit("[bold]shoparena demo[/] — embedded default: synthetic catalog, offline, no keys",

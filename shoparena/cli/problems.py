@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,7 +12,7 @@ from rich.table import Table
 from shoparena.cli._common import console, err_console, print_json
 
 if TYPE_CHECKING:
-    from shoparena.catalog.types import Product
+    from shoparena.catalog import Product
 
 app = typer.Typer(help="Generate and inspect problem sets.", no_args_is_help=True)
 
@@ -28,8 +27,7 @@ def generate(
     buckets: Annotated[str, typer.Option("--buckets", help="Comma-separated buckets.")] = "product,shop,voucher",
 ) -> None:
     """Generate solvable problems (product / shop / voucher) with paraphrase clusters."""
-    from shoparena.tasks.generator import GenerationReport, generate_problems
-    from shoparena.tasks.loader import dump_problems
+    from shoparena.tasks import GenerationReport, dump_problems, generate_problems
 
     products = _catalog_products(catalog)
     report = GenerationReport()
@@ -47,14 +45,16 @@ def generate(
 
 def _catalog_products(catalog: Path) -> Sequence[Product]:
     """The catalog's memory-mapped index (a lazy ``Sequence[Product]``) when it has one, else its documents."""
-    from shoparena.catalog.directory import index_path, iter_catalog_products
+    from shoparena.catalog import index_path, iter_catalog_products
     from shoparena.errors import NotFoundError
 
     try:
-        from shoparena.catalog.index import SearchIndex
+        from shoparena.catalog import SearchIndex
 
         return SearchIndex.open(index_path(catalog))
     except (ImportError, NotFoundError) as exc:  # no index built (yet): the documents serve as well
+        import logging
+
         logging.getLogger(__name__).info("no search index for %s (%s: %s); reading its documents instead",
                                          catalog, type(exc).__name__, exc)
     # iter_catalog_products may yield loader documents (``.product``) or products.
@@ -67,8 +67,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Counts per bucket, items per problem, constraint keys, vouchers, difficulty and clusters."""
-    from shoparena.tasks.loader import ProblemLoadReport, load_problems
-    from shoparena.tasks.stats import problem_stats
+    from shoparena.tasks import ProblemLoadReport, load_problems, problem_stats
 
     report = ProblemLoadReport(path=str(file))
     result = problem_stats(load_problems(file, report))

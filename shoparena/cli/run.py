@@ -31,7 +31,7 @@ def run(
 ) -> None:
     """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json."""
     from shoparena.agents.run import RunConfig, run_agents
-    from shoparena.tasks.loader import load_problems
+    from shoparena.tasks import load_problems
 
     loaded = load_problems(problems)
     if limit is not None:

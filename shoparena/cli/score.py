@@ -11,21 +11,20 @@ from rich.table import Table
 from shoparena.cli._common import console, err_console, print_json
 
 if TYPE_CHECKING:
-    from shoparena.catalog.types import ProductLookup
+    from shoparena.catalog import ProductLookup
     from shoparena.scoring.run import ScoreRun
-    from shoparena.tasks.types import Problem
+    from shoparena.tasks import Problem
 
 
 def _open_lookup(catalog: Path) -> ProductLookup:
     """The catalog's search index as a product lookup (imported lazily)."""
-    from shoparena.catalog.directory import index_path
-    from shoparena.catalog.index import SearchIndex
+    from shoparena.catalog import SearchIndex, index_path
 
     return SearchIndex.open(index_path(catalog))
 
 
 def _load_problems(path: Path) -> list[Problem]:
-    from shoparena.tasks.loader import load_problems
+    from shoparena.tasks import load_problems
 
     return load_problems(path)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from shoparena.catalog.directory import index_path
+from shoparena.catalog import index_path
 from shoparena.cli._common import console, print_json
 
 
@@ -24,8 +24,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print the upstream result list as JSON.")] = False,
 ) -> None:
     """Search like upstream /find_product and print product_id, shop_id, title, price, service, sold_count."""
-    from shoparena.catalog.index import SearchIndex
-    from shoparena.catalog.search import SearchService
+    from shoparena.catalog import SearchIndex, SearchService
 
     svc = SearchService(SearchIndex.open(index_path(catalog)), mode=mode)  # type: ignore[arg-type]
     result = svc.find_product(query, page=page, shop_id=shop_id, price=price, sort=sort, service=service)

@@ -38,9 +38,8 @@ def validate(
     """Run the agent in the sandbox on every problem, score and judge it, and append one record per problem."""
     from shoparena.agents import agent_path
     from shoparena.store import open_store
-    from shoparena.tasks.loader import load_problems
-    from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
-    from shoparena.validator.sandbox.types import SandboxLimits
+    from shoparena.tasks import load_problems
+    from shoparena.validator import AgentSpec, SandboxLimits, ValidatorConfig, evaluate
 
     path = agent_path(agent)
     loaded = load_problems(problems)[:limit] if limit else load_problems(problems)

@@ -1,3 +1,51 @@
 """The corpus: normalise every trajectory source into one canonical row, filter it structurally, split it by leak
 cluster into train / eval / never-touch, export SFT / KTO / GRPO sets, and rewrite axis-B traces into agentic form
-(paper §5 and §9; ``paper.md`` §3; ``training.md`` §2)."""
+(paper §5 and §9; ``paper.md`` §3; ``training.md`` §2).
+
+The public interface (``from shoparena.corpus import build_corpus, read_manifest``); names load lazily."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shoparena._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shoparena.corpus.build import CorpusConfig, CorpusReport, build_corpus
+    from shoparena.corpus.export import (
+        jsonable,
+        read_manifest,
+        write_grpo,
+        write_kto,
+        write_manifest,
+        write_sft,
+    )
+    from shoparena.corpus.filter import FilterConfig
+    from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
+    from shoparena.corpus.types import Trajectory
+
+#: Public name → ``module`` (same name) or ``module:attr`` under this package; imported on first use.
+_EXPORTS: dict[str, str] = {
+    "assign_rows": "split",
+    "build_corpus": "build",
+    "CorpusConfig": "build",
+    "CorpusReport": "build",
+    "FilterConfig": "filter",
+    "jsonable": "export",
+    "read_manifest": "export",
+    "split_problems": "split",
+    "SplitConfig": "split",
+    "SplitManifest": "split",
+    "Trajectory": "types",
+    "verify_split": "split",
+    "write_grpo": "export",
+    "write_kto": "export",
+    "write_manifest": "export",
+    "write_sft": "export",
+}
+__all__ = [
+    "CorpusConfig", "CorpusReport", "FilterConfig", "SplitConfig", "SplitManifest", "Trajectory",
+    "assign_rows", "build_corpus", "jsonable", "read_manifest", "split_problems", "verify_split",
+    "write_grpo", "write_kto", "write_manifest", "write_sft"
+]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,7 +1,38 @@
 """The one evaluation core: the sandbox an agent runs in, the reasoning judge, and the evaluation loop that turns
 an agent version and a problem set into scored (and, for a validator, judged and stored) trajectories. The
-arena's validator processes and ``shoparena run`` / ``shoparena validate`` all sit on it."""
+arena's validator processes and ``shoparena run`` / ``shoparena validate`` all sit on it.
 
-from shoparena.validator.core import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig, evaluate
+The public interface (``from shoparena.validator import ValidatorConfig, evaluate``); names load lazily, so
+importing a sandbox module does not load the evaluation core."""
 
-__all__ = ["AgentSpec", "EvaluationSummary", "ProblemLine", "ValidatorConfig", "evaluate"]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shoparena._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shoparena.validator.core import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig, evaluate
+    from shoparena.validator.sandbox import get_sandbox
+    from shoparena.validator.sandbox.types import SandboxLimits
+    from shoparena.validator.worker import LocalWork, WorkSource, work_once, work_until_empty
+
+#: Public name → ``module`` (same name) or ``module:attr`` under this package; imported on first use.
+_EXPORTS: dict[str, str] = {
+    "AgentSpec": "core",
+    "evaluate": "core",
+    "EvaluationSummary": "core",
+    "get_sandbox": "sandbox",
+    "LocalWork": "worker",
+    "ProblemLine": "core",
+    "SandboxLimits": "sandbox.types",
+    "ValidatorConfig": "core",
+    "work_once": "worker",
+    "work_until_empty": "worker",
+    "WorkSource": "worker",
+}
+__all__ = [
+    "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "SandboxLimits", "ValidatorConfig",
+    "WorkSource", "evaluate", "get_sandbox", "work_once", "work_until_empty"
+]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
