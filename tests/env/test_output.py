@@ -169,8 +169,10 @@ json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
 
 
 def _near(keys: dict[str, Any]) -> Any:
-    """Objects with the step format's keys, each value either its right shape or random JSON."""
-    return st.fixed_dictionaries({}, optional={k: v | json_values for k, v in keys.items()})
+    """Objects with the step format's keys, each value mostly its right shape, else random JSON; now and then
+    with keys left out."""
+    full = st.fixed_dictionaries({k: st.one_of(v, v, v, json_values) for k, v in keys.items()})
+    return full | full | full | st.fixed_dictionaries({}, optional={k: v | json_values for k, v in keys.items()})
 
 
 calls = _near({"name": st.sampled_from(["terminate", "find_product", "nope"]), "parameters": json_values,
