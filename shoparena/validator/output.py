@@ -24,6 +24,7 @@ SANDBOX_REASONS: tuple[tuple[str, str, str], ...] = (
     ("OutputTooLarge", "", "too_large"),
     ("AgentError", "not a list of steps", "not_a_list"),
     ("MalformedEnvelope", "not a list of step objects", "step_not_object"),
+    ("MalformedEnvelope", "carries no dialogue list", "not_a_list"),
     ("ValueError", "Out of range float", "non_finite_number"),
     ("ValueError", "could not be encoded as JSON", "not_json"),
     ("TypeError", "could not be encoded as JSON", "not_json"),
