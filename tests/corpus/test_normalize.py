@@ -326,6 +326,38 @@ def test_step_sources_rejections_with_exact_counts(tmp_path: Path, corpus_world:
     assert sum(isinstance(r, Trajectory) for r in joined) == 1
 
 
+def test_malformed_agent_output_is_rejected_with_the_validators_reason_code(tmp_path: Path,
+                                                                            episodes: dict[str, Any]) -> None:
+    """Issue 9: rollouts and envelopes whose steps are malformed agent output are counted rejections carrying
+    the same reason code the validator records (shoparena.env.output), one per line, never an exception."""
+    good = json.loads(json.dumps(episodes["tags"][0].steps))
+    env = json.loads(json.dumps(episode_envelope(episodes["native"][0])))
+
+    def broken(steps: list[dict[str, Any]], fn: Any) -> list[dict[str, Any]]:
+        steps = json.loads(json.dumps(steps))
+        call = next(c for s in steps for c in s["completion"]["message"].get("tool_call") or [])
+        fn(call)
+        return steps
+
+    no_id = broken(good, lambda c: c.pop("tool_call_id"))
+    unknown = broken(good, lambda c: c.update(name="format_disk"))
+    bad_args = broken(good, lambda c: c.update(parameters=[1]))
+    rows = list(iter_rollouts(write_jsonl(tmp_path / "r.jsonl", [
+        good, no_id, unknown, bad_args, [good[0], None], {"problem_id": "p", "dialogue": no_id}])))
+    assert isinstance(rows[0], Trajectory)
+    assert [(r.reason, r.where.rsplit(":", 1)[1]) for r in rows[1:]] == [  # type: ignore[union-attr]
+        ("tool_call_missing_id", "2"), ("unknown_tool", "3"), ("bad_arguments", "4"), ("step_not_object", "5"),
+        ("tool_call_missing_id", "6")]
+    envs = list(iter_envelopes(write_jsonl(tmp_path / "e.jsonl", [
+        env, {**env, "dialogue": broken(env["dialogue"], lambda c: c.pop("tool_call_id"))},
+        {**env, "dialogue": [{**env["dialogue"][0], "extra_info": {"step": "one", "query": "q"}}]}])))
+    assert isinstance(envs[0], Trajectory)
+    assert [r.reason for r in envs[1:]] == ["tool_call_missing_id", "wrong_type"]  # type: ignore[union-attr]
+    assert all(r.reason in REASONS for r in rows[1:] + envs[1:])  # type: ignore[union-attr]
+    with pytest.raises(DataError, match="INVALID_OUTPUT:tool_call_missing_id"):
+        read_envelope({**env, "dialogue": no_id})
+
+
 # ── ORO SFT rows ─────────────────────────────────────────────────────────────────────────────────────
 
 
