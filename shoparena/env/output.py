@@ -17,7 +17,7 @@ Fatal versus scored (a deliberate split):
 - **Fatal** (the record is ``FAILED`` and its outcome's error reads ``INVALID_OUTPUT:<code>: …``, the judge does
   not run): anything that is not the step format: the wrong JSON type anywhere, missing keys, unknown keys,
   calls without an id, calls to tools no profile has, ``obs`` naming no call, values JSON cannot hold (NaN,
-  ±Infinity, lone surrogates, objects), and output past the bounds below.
+  ±Infinity, lone surrogates, objects, integers past 64 bits), and output past the bounds below.
 - **Scored** (a valid trajectory that simply fails): an empty step list, no ``recommend_product`` call, a
   recommendation of product ids that do not exist or an unusable ``product_ids`` argument, tool arguments that
   do not fit the tool's schema. The rule scorer keeps its upstream semantics for these (a wrong answer scores 0).
@@ -55,6 +55,7 @@ REASON_CODES: dict[str, str] = {
     "too_large": f"more than about {MAX_BYTES >> 20} MiB of output",
     "too_deep": f"containers nested more than {MAX_DEPTH} deep",
     "non_finite_number": "NaN or ±Infinity",
+    "number_out_of_range": "an integer outside the 64-bit range (the store's JSON cannot hold it)",
     "invalid_utf8": "a string that is not valid UTF-8 (a lone surrogate)",
     "step_not_object": "a step that is not an object",
     "missing_completion": "a step without 'completion'",
@@ -74,6 +75,8 @@ REASON_CODES: dict[str, str] = {
 """Every reason code, with what it means. Stable: records, score reports and corpus rejections carry them."""
 
 _PATH_CAP = 200
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+"""What orjson (the store's canonical JSON) encodes."""
 _STEP_KEYS = frozenset(("prompt", "completion", "extra_info"))
 _COMPLETION_KEYS = frozenset(("reasoning_content", "content", "message"))
 _MESSAGE_KEYS = frozenset(("think", "tool_call", "obs", "response"))
@@ -181,6 +184,8 @@ def _scan(raw: list[Any], max_bytes: int, max_depth: int) -> OutputDefect | None
             size += 4
         elif isinstance(value, int):
             size += 8
+            if not _INT_MIN <= value <= _INT_MAX:
+                return OutputDefect("number_out_of_range", "an integer outside the 64-bit range", path)
         elif isinstance(value, float):
             size += 8
             if not math.isfinite(value):

@@ -76,6 +76,8 @@ CASES: dict[str, tuple[Any, str, str]] = {
             "steps[0].completion.message.tool_call[0].parameters.price"),
     "infinity": (with_(["extra_info", "timestamp"], float("-inf")), "non_finite_number",
                  "steps[0].extra_info.timestamp"),
+    "huge_int": (with_([*CALL, "parameters", "page"], 2**64), "number_out_of_range",
+                 "steps[0].completion.message.tool_call[0].parameters.page"),
     "surrogate": (with_([*MSG, "think"], "a\ud800b"), "invalid_utf8", "steps[0].completion.message.think"),
     "surrogate_key": (with_([*CALL, "parameters"], {"\udcff": 1}), "invalid_utf8",
                       "steps[0].completion.message.tool_call[0].parameters"),
@@ -162,7 +164,7 @@ def test_the_input_is_never_modified() -> None:
 
 # ── property: random JSON never raises ──────────────────────────────────────────────────────────────
 
-scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63 - 2, max_value=2**64 + 2) | st.floats(allow_nan=True, allow_infinity=True)
            | st.text(st.characters(exclude_categories=()), max_size=8))
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
