@@ -9,6 +9,9 @@ The conversion is lossless both ways. What a step holds beyond the messages (tim
 optional ``step_meta`` key of the assistant message, written only when it differs from what the messages
 imply — plain messages carry none. Strip it with :func:`strip_meta` before sending messages to an API.
 
+The converters take checked step records: anything from outside (an agent's output, a rollout file, a stored
+body) goes through :func:`shoparena.env.output.validate_steps` first, and never raises here once it passed.
+
 Canonical forms (what round-trips exactly): empty message parts are omitted from ``completion.message``
 (upstream ``Message.to_dict``); tool contents and arguments are ``json.dumps(…, ensure_ascii=False)``.
 """
