@@ -103,7 +103,9 @@ def _render(result: ScoreRun) -> None:
     load = result.rollouts
     if load.get("malformed") or load.get("unmatched_lines") or load.get("truncated_at"):
         bad = [m["line"] for m in load["malformed"]]
-        msg = f"[yellow]rollouts:[/] {len(bad)} malformed line(s) {bad[:10]}, {len(load['unmatched_lines'])} unmatched"
+        codes = ", ".join(f"{c} ×{n}" for c, n in (load.get("rejects_by_code") or {}).items())
+        msg = (f"[yellow]rollouts:[/] {len(bad)} malformed line(s) {bad[:10]}{f' ({codes})' if codes else ''}, "
+               f"{len(load['unmatched_lines'])} unmatched")
         if load.get("truncated_at"):
             msg += f", stopped reading at line {load['truncated_at']}"
         err_console.print(msg)

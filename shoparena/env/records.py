@@ -9,6 +9,9 @@ The conversion is lossless both ways. What a step holds beyond the messages (tim
 optional ``step_meta`` key of the assistant message, written only when it differs from what the messages
 imply — plain messages carry none. Strip it with :func:`strip_meta` before sending messages to an API.
 
+The converters take checked step records: anything from outside (an agent's output, a rollout file, a stored
+body) goes through :func:`shoparena.env.output.validate_steps` first, and never raises here once it passed.
+
 Canonical forms (what round-trips exactly): empty message parts are omitted from ``completion.message``
 (upstream ``Message.to_dict``); tool contents and arguments are ``json.dumps(…, ensure_ascii=False)``.
 """
@@ -18,11 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import ValidationError
-
+from shoparena.env.output import OutputDefect, validate_steps
 from shoparena.env.protocol_tags import Parsed, render_content, tool_call_id
 from shoparena.env.tools import ArgError, arg_ids
-from shoparena.env.types import Episode, RecordFlavor, StepRecord
+from shoparena.env.types import Episode, RecordFlavor
 from shoparena.errors import DataError
 
 META = "step_meta"
@@ -289,8 +291,9 @@ ENVELOPE_KEYS = ("problem_id", "status", "execution_time", "inference_failure_co
                  "error", "dialogue")
 
 
-def read_envelope(obj: dict[str, Any]) -> dict[str, Any]:
-    """Validate one ORO envelope (keys, status, error shape, every step) and return it unchanged."""
+def read_envelope(obj: dict[str, Any], *, check_steps: bool = True) -> dict[str, Any]:
+    """Validate one ORO envelope (keys, status, error shape, and unless ``check_steps`` is False its steps, with
+    :func:`shoparena.env.output.validate_steps`) and return it unchanged."""
     missing = [k for k in ("problem_id", "status", "dialogue") if k not in obj]
     extra = [k for k in obj if k not in ENVELOPE_KEYS]
     if missing or extra:
@@ -300,9 +303,8 @@ def read_envelope(obj: dict[str, Any]) -> dict[str, Any]:
     err = obj.get("error")
     if err is not None and not (isinstance(err, dict) and {"type", "message"} <= set(err)):
         raise DataError("ORO envelope: error must be null or {type, message}")
-    for n, step in enumerate(obj["dialogue"] or []):
-        try:
-            StepRecord.model_validate(step)
-        except ValidationError as exc:
-            raise DataError(f"ORO envelope {obj['problem_id']}: step {n} is not a step record: {exc}") from exc
+    if check_steps and obj["dialogue"] is not None:
+        checked = validate_steps(obj["dialogue"])
+        if isinstance(checked, OutputDefect):
+            raise DataError(f"ORO envelope {str(obj['problem_id'])[:80]}: {checked.describe()}")
     return obj

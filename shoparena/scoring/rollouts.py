@@ -5,8 +5,10 @@ One JSON value per line, either form (mixed files are fine):
 - an upstream trajectory: a JSON list of step records (``data/{config}_{task}_{model}.jsonl``);
 - an ORO ``output.jsonl`` envelope: ``{problem_id, status, error, dialogue: [steps] | null, …}``.
 
-Bad lines (invalid JSON, another JSON type, a non-object step, a non-list ``dialogue``) are counted in the
-:class:`RolloutLoadReport` with their line numbers and skipped; loading never raises on data.
+Bad lines are counted in the :class:`RolloutLoadReport` with their line numbers and a reason code, and skipped;
+loading never raises on data. Codes: ``bad_json`` (invalid JSON or UTF-8), ``bad_rollout`` (another JSON type, a
+non-list ``dialogue``), and for steps that are not step records the agent-output codes of
+:func:`shoparena.env.output.validate_steps` (the check the validator applies to live agent output).
 
 Join (:func:`match_rollouts`): by ``problem_id`` (the envelope's, else the first step's
 ``extra_info.problem_id``) when it names a known problem, else by exact query text (the first step's
@@ -28,9 +30,19 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from shoparena._io import iter_lines
+from shoparena.env.output import OutputDefect, validate_steps
 from shoparena.errors import NotFoundError
 from shoparena.scoring.steps import first_step_value, is_envelope, render_error
 from shoparena.tasks.types import Problem
+
+
+class RolloutDefect(ValueError):
+    """Why a decoded line is not a rollout: a reason code (see the module docstring) and a message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.detail = message
 
 
 class Rollout(BaseModel):
@@ -57,7 +69,9 @@ class RolloutLoadReport:
     lines_read: int = 0
     records: int = 0
     malformed: list[tuple[int, str]] = field(default_factory=list)
-    """(line number, reason) for every skipped line."""
+    """(line number, ``"<code>: <message>"``) for every skipped line."""
+    codes: dict[str, int] = field(default_factory=dict)
+    """Skipped lines per reason code."""
     truncated_at: int | None = None
     """Set when ``max_lines`` stopped reading before the end of the file."""
     unmatched: list[int] = field(default_factory=list)
@@ -68,18 +82,25 @@ class RolloutLoadReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "lines_read": self.lines_read, "records": self.records,
-            "malformed": [{"line": n, "reason": r} for n, r in self.malformed],
+            "malformed": [{"line": n, "code": r.split(":", 1)[0], "reason": r} for n, r in self.malformed],
+            "rejects_by_code": dict(sorted(self.codes.items())),
             "truncated_at": self.truncated_at, "unmatched_lines": list(self.unmatched),
             "matched_by_id": self.matched_by_id, "matched_by_query": self.matched_by_query,
         }
 
+    def reject(self, line: int, code: str, message: str) -> None:
+        """Count one skipped line."""
+        self.malformed.append((line, f"{code}: {message}"))
+        self.codes[code] = self.codes.get(code, 0) + 1
+
 
 def parse_rollout(obj: Any, line: int = 0) -> Rollout:
-    """A :class:`Rollout` from one decoded line; ``ValueError`` with a reason when it is neither form."""
+    """A :class:`Rollout` from one decoded line; :class:`RolloutDefect` (a ``ValueError``) with a reason code
+    when it is neither form or its steps are not step records."""
     if is_envelope(obj):
         dialogue = obj.get("dialogue")
         if dialogue is not None and not isinstance(dialogue, list):
-            raise ValueError("envelope 'dialogue' is neither a list nor null")
+            raise RolloutDefect("bad_rollout", "envelope 'dialogue' is neither a list nor null")
         steps = dialogue or []
         kind: Literal["steps", "envelope"] = "envelope"
         pid = obj.get("problem_id")
@@ -88,10 +109,10 @@ def parse_rollout(obj: Any, line: int = 0) -> Rollout:
     elif isinstance(obj, list):
         steps, kind, pid, status, error = obj, "steps", None, None, None
     else:
-        raise ValueError(f"expected a list of steps or an ORO envelope, got {type(obj).__name__}")
-    bad = next((i for i, s in enumerate(steps) if not isinstance(s, dict)), None)
-    if bad is not None:
-        raise ValueError(f"step {bad} is not an object")
+        raise RolloutDefect("bad_rollout", f"expected a list of steps or an ORO envelope, got {type(obj).__name__}")
+    checked = validate_steps(steps)
+    if isinstance(checked, OutputDefect):
+        raise RolloutDefect(checked.code, f"{checked.message} (at {checked.path})")
     if pid is None:
         pid = first_step_value(steps, "problem_id")
     query = first_step_value(steps, "query")
@@ -121,12 +142,12 @@ def load_rollouts(
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            report.malformed.append((n, f"invalid JSON: {exc}"))
+            report.reject(n, "bad_json", f"invalid JSON: {exc}")
             continue
         try:
             out.append(parse_rollout(obj, n))
-        except ValueError as exc:
-            report.malformed.append((n, str(exc)))
+        except RolloutDefect as exc:
+            report.reject(n, exc.code, exc.detail)
             continue
         report.records += 1
     return out

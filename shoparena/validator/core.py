@@ -30,6 +30,7 @@ from shoparena import __version__
 from shoparena.store.types import PipelineVersion, TrajectoryRecord
 from shoparena.tasks.types import Problem
 from shoparena.validator.judge.types import Verdict, coefficient, final_score
+from shoparena.validator.output import check_envelope
 from shoparena.validator.sandbox.types import Outcome, SandboxLimits
 
 __all__ = ["AgentSpec", "EvaluationSummary", "ProblemLine", "ValidatorConfig", "evaluate"]
@@ -249,7 +250,7 @@ def _finish_problem(outcome: Outcome, by_id: dict[str, Problem], gateway: Any, t
                     verdicts: dict[str, Verdict], agent: AgentSpec, code_sha: str, config: ValidatorConfig,
                     pipeline: PipelineVersion, run_id: str, to_messages: Callable[..., Any]
                     ) -> tuple[ProblemLine, TrajectoryRecord | None]:
-    env = outcome.envelope
+    env, _defect = check_envelope(outcome.envelope)  # agent output is untrusted: checked once, here
     problem = by_id[env.problem_id]
     calls = [r.model_dump(mode="json") for r in gateway.close_run(tokens[env.problem_id])]
     score = scorer.score_steps(problem, env.model_dump())

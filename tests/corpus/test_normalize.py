@@ -159,7 +159,9 @@ def test_from_record_rejections(corpus_world: Any) -> None:
         "missing_keys": [{"problem_id": "p"}, {"record_id": rid}],
         "bad_trace": [{**body, "steps": "x"}, {**body, "messages": {}}, {**body, "call_log": 3}],
         "empty_trace": [{**body, "steps": [], "messages": []}],
-        "bad_step": [{**body, "messages": [], "steps": [{"completion": {"message": {"tool_call": [{}]}}}]}],
+        "missing_extra_info": [{**body, "messages": [], "steps": [{"completion": {"message": {"tool_call": [{}]}}}]}],
+        "tool_call_missing_id": [{**body, "messages": [], "steps": [{"completion": {"message": {"tool_call": [
+            {"name": "terminate", "parameters": {}}]}}, "extra_info": {"step": 1, "query": "q"}}]}],
         "bad_message": [{**body, "messages": [1]}, {**body, "messages": [{"role": "bot", "content": ""}]},
                         {**body, "messages": [{"role": "user", "content": None}]}],
         "bad_tool_call": [{**body, "messages": bad_args}],
@@ -258,7 +260,9 @@ def test_rollouts_round_trip_and_join_problems(tmp_path: Path, corpus_world: Any
 def test_non_canonical_steps_are_kept_verbatim(tmp_path: Path, episodes: dict[str, Any]) -> None:
     steps = json.loads(json.dumps(episodes["tags"][0].steps))
     step = next(s for s in steps if len(s["completion"]["message"].get("tool_call", [])) >= 1)
-    step["completion"]["message"]["obs"].append({"tool_call_id": "dangling", "results": "lost by the canon"})
+    # a second observation of the same call (an obs naming no call at all is invalid output: unknown_call_id)
+    first_id = step["completion"]["message"]["tool_call"][0]["tool_call_id"]
+    step["completion"]["message"]["obs"].append({"tool_call_id": first_id, "results": "lost by the canon"})
     rows = list(iter_rollouts(write_jsonl(tmp_path / "r.jsonl", [steps])))
     row = rows[0]
     assert isinstance(row, Trajectory) and "raw_steps" in row.extras
@@ -285,9 +289,9 @@ def test_step_sources_rejections_with_exact_counts(tmp_path: Path, corpus_world:
         good,                                   # 1 ok
         "{not json",                            # 2 bad_json
         "42",                                   # 3 bad_rollout
-        "[1, 2]",                               # 4 bad_rollout
+        "[1, 2]",                               # 4 step_not_object
         {"dialogue": "x"},                      # 5 bad_rollout
-        [{"completion": {}}],                   # 6 bad_step
+        [{"completion": {}}],                   # 6 missing_extra_info
         "[]",                                   # 7 empty_trace
         stranger,                               # 8 unknown_problem
         {**env, "dialogue": None},              # 9 empty_trace
@@ -296,8 +300,8 @@ def test_step_sources_rejections_with_exact_counts(tmp_path: Path, corpus_world:
     out = list(iter_rollouts(rollouts, problems))
     rej = [r for r in out if isinstance(r, Rejection)]
     assert len(out) == 9 and len(rej) == 8
-    assert Counter(r.reason for r in rej) == Counter(bad_json=1, bad_rollout=3, bad_step=1, empty_trace=2,
-                                                     unknown_problem=1)
+    assert Counter(r.reason for r in rej) == Counter(bad_json=1, bad_rollout=2, step_not_object=1,
+                                                     missing_extra_info=1, empty_trace=2, unknown_problem=1)
     assert [r.where for r in rej] == [f"{rollouts}:{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9)]
     assert isinstance(next(iter_rollouts(write_jsonl(tmp_path / "s.jsonl", [stranger]))), Trajectory)
 
@@ -308,18 +312,50 @@ def test_step_sources_rejections_with_exact_counts(tmp_path: Path, corpus_world:
         {**env, "dialogue": "x"},               # 4 bad_envelope
         {**env, "status": "DONE"},              # 5 bad_envelope
         {k: v for k, v in env.items() if k != "problem_id"},  # 6 bad_envelope
-        {**env, "dialogue": [{"completion": {}}]},            # 7 bad_envelope
+        {**env, "dialogue": [{"completion": {}}]},            # 7 missing_extra_info (the validator's code)
         {**env, "dialogue": None},              # 8 empty_trace
         {**env, "problem_id": "elsewhere", "dialogue": [  # 9 ok without problems, unknown_problem with them
             {**s, "extra_info": {**s["extra_info"], "query": "no such query"}} for s in env["dialogue"]]},
     ])
     plain = list(iter_envelopes(envelopes))
     assert Counter(r.reason for r in plain if isinstance(r, Rejection)) == Counter(
-        bad_json=1, not_object=1, bad_envelope=4, empty_trace=1)
+        bad_json=1, not_object=1, bad_envelope=3, missing_extra_info=1, empty_trace=1)
     joined = list(iter_envelopes(envelopes, problems))
     assert Counter(r.reason for r in joined if isinstance(r, Rejection)) == Counter(
-        bad_json=1, not_object=1, bad_envelope=4, empty_trace=1, unknown_problem=1)
+        bad_json=1, not_object=1, bad_envelope=3, missing_extra_info=1, empty_trace=1, unknown_problem=1)
     assert sum(isinstance(r, Trajectory) for r in joined) == 1
+
+
+def test_malformed_agent_output_is_rejected_with_the_validators_reason_code(tmp_path: Path,
+                                                                            episodes: dict[str, Any]) -> None:
+    """Issue 9: rollouts and envelopes whose steps are malformed agent output are counted rejections carrying
+    the same reason code the validator records (shoparena.env.output), one per line, never an exception."""
+    good = json.loads(json.dumps(episodes["tags"][0].steps))
+    env = json.loads(json.dumps(episode_envelope(episodes["native"][0])))
+
+    def broken(steps: list[dict[str, Any]], fn: Any) -> list[dict[str, Any]]:
+        steps = json.loads(json.dumps(steps))
+        call = next(c for s in steps for c in s["completion"]["message"].get("tool_call") or [])
+        fn(call)
+        return steps
+
+    no_id = broken(good, lambda c: c.pop("tool_call_id"))
+    unknown = broken(good, lambda c: c.update(name="format_disk"))
+    bad_args = broken(good, lambda c: c.update(parameters=[1]))
+    rows = list(iter_rollouts(write_jsonl(tmp_path / "r.jsonl", [
+        good, no_id, unknown, bad_args, [good[0], None], {"problem_id": "p", "dialogue": no_id}])))
+    assert isinstance(rows[0], Trajectory)
+    assert [(r.reason, r.where.rsplit(":", 1)[1]) for r in rows[1:]] == [  # type: ignore[union-attr]
+        ("tool_call_missing_id", "2"), ("unknown_tool", "3"), ("bad_arguments", "4"), ("step_not_object", "5"),
+        ("tool_call_missing_id", "6")]
+    envs = list(iter_envelopes(write_jsonl(tmp_path / "e.jsonl", [
+        env, {**env, "dialogue": broken(env["dialogue"], lambda c: c.pop("tool_call_id"))},
+        {**env, "dialogue": [{**env["dialogue"][0], "extra_info": {"step": "one", "query": "q"}}]}])))
+    assert isinstance(envs[0], Trajectory)
+    assert [r.reason for r in envs[1:]] == ["tool_call_missing_id", "wrong_type"]  # type: ignore[union-attr]
+    assert all(r.reason in REASONS for r in rows[1:] + envs[1:])  # type: ignore[union-attr]
+    with pytest.raises(DataError, match="INVALID_OUTPUT:tool_call_missing_id"):
+        read_envelope({**env, "dialogue": no_id})
 
 
 # ── ORO SFT rows ─────────────────────────────────────────────────────────────────────────────────────

@@ -46,7 +46,7 @@ def step(
     problem_id: str | None = None,
 ) -> dict[str, Any]:
     """One step record (§6.1). ``content`` defaults to a well-formed rendering of the parts."""
-    calls = calls or []
+    calls = [c if "tool_call_id" in c else {**c, "tool_call_id": f"call{k}"} for k, c in enumerate(calls or [])]
     if content is None:
         parts = [f"<think>{think}</think>"] if think else []
         if calls:
@@ -58,8 +58,7 @@ def step(
     extra: dict[str, Any] = {"step": 0}
     if timestamp is not None:
         extra["timestamp"] = timestamp
-    if query is not None:
-        extra["query"] = query
+    extra["query"] = query if query is not None else ""
     if problem_id is not None:
         extra["problem_id"] = problem_id
     return {"completion": {"content": content,

@@ -121,3 +121,44 @@ def test_cli_score_json(
                                      "--rollouts", str(path)])
     assert table.exit_code == 0, table.output
     assert "ASR" in table.stdout
+
+
+def test_malformed_rollout_lines_are_counted_rejects_with_reason_codes_issue_9(
+    tmp_path: Path, product_problems: list[Problem], tiny_products: list[Product],
+    make_steps: Callable[..., list],
+) -> None:
+    """Each malformed line is skipped with its line number and the agent-output reason code; the rest is scored
+    and the summary (JSON and table) reports the rejects."""
+    from typer.testing import CliRunner
+
+    from shoparena.cli import app
+    from shoparena.tasks.loader import dump_problems
+
+    p0, p1, *_ = product_problems
+    good = make_steps(p0.reward[0].product_id, query=p0.query)
+    no_id = json.loads(json.dumps(make_steps(p1.reward[0].product_id, query=p1.query)))
+    del no_id[0]["completion"]["message"]["tool_call"][0]["tool_call_id"]  # the issue's example
+    unknown_tool = json.loads(json.dumps(good))
+    unknown_tool[0]["completion"]["message"]["tool_call"][0]["name"] = "buy_now"
+    lines = [json.dumps(good), json.dumps(no_id), '"a string"', json.dumps([good[0], "step"]),
+             json.dumps(unknown_tool), "[" * 200 + "]" * 200, json.dumps({"dialogue": 3}), "{oops", json.dumps(good)]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = score_run(DictLookup(tiny_products), product_problems, path, ScoreConfig(mode="strict"))
+    bad = {m["line"]: m["code"] for m in run.rollouts["malformed"]}
+    assert bad == {2: "tool_call_missing_id", 3: "bad_rollout", 4: "step_not_object", 5: "unknown_tool",
+                   6: "too_deep", 7: "bad_rollout", 8: "bad_json"}
+    assert run.rollouts["rejects_by_code"] == {"bad_json": 1, "bad_rollout": 2,
+                                               "step_not_object": 1, "too_deep": 1, "tool_call_missing_id": 1,
+                                               "unknown_tool": 1}
+    assert "steps[0].completion.message.tool_call[0]" in run.rollouts["malformed"][0]["reason"]
+    assert [(s.problem_id, s.sample, s.success) for s in run.problems if s.matched] == [
+        ("product-0", 0, True), ("product-0", 1, True)]  # lines 1 and 9 scored; p1's only line rejected
+    index_mod = pytest.importorskip("shoparena.catalog.index")
+    index_mod.SearchIndex.build(tiny_products, tmp_path / "catalog" / "index")
+    problems_path = tmp_path / "problems.jsonl"
+    dump_problems(product_problems, problems_path)
+    table = CliRunner().invoke(app, ["score", "--catalog", str(tmp_path / "catalog"), "--problems",
+                                     str(problems_path), "--rollouts", str(path), "--mode", "strict"])
+    assert table.exit_code == 0, table.output
+    assert "7 malformed line(s)" in table.output and "tool_call_missing_id ×1" in table.output

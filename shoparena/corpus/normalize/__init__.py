@@ -10,7 +10,8 @@ ORO ``output.jsonl`` envelopes (:func:`iter_envelopes`), ORO SFT rows (:func:`it
 
 Reason codes: ``bad_json``, ``not_object``, ``missing_keys``, ``bad_trace``, ``empty_trace``, ``bad_rollout``,
 ``bad_envelope``, ``bad_step``, ``bad_message``, ``bad_tools``, ``bad_tool_call``, ``bad_tool_response``,
-``unpaired_tool_call_id``, ``extra_tool_result``, ``unknown_problem`` (see :data:`REASONS`).
+``unpaired_tool_call_id``, ``extra_tool_result``, ``unknown_problem``, and for step records that are not valid
+agent output the reason codes of :func:`shoparena.env.output.validate_steps` (see :data:`REASONS`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from shoparena.corpus.normalize.back import to_envelope, to_openai, to_steps
 from shoparena.corpus.normalize.oro_sft import from_oro_sft, iter_oro_sft, qwen3_text, to_oro_sft
 from shoparena.corpus.normalize.steps import from_steps, iter_envelopes, iter_rollouts
 from shoparena.corpus.normalize.store import PROVENANCE_KEYS, from_record, iter_store
+from shoparena.env.output import REASON_CODES as OUTPUT_REASON_CODES
 
 REASONS: tuple[str, ...] = (
     "bad_json", "not_object", "missing_keys", "bad_trace", "empty_trace", "bad_rollout", "bad_envelope",
-    "bad_step", "bad_message", "bad_tools", "bad_tool_call", "bad_tool_response", "unpaired_tool_call_id",
-    "extra_tool_result", "unknown_problem",
+    "bad_message", "bad_tools", "bad_tool_call", "bad_tool_response", "unpaired_tool_call_id",
+    "extra_tool_result", "unknown_problem", *OUTPUT_REASON_CODES,
 )
-"""Every rejection reason this stage can give."""
+"""Every rejection reason this stage can give: its own, and for step records the agent-output codes of
+:func:`shoparena.env.output.validate_steps` (``bad_step`` among them)."""
 
 __all__ = [
     "NON_SEARCH_TOOLS", "PROVENANCE_KEYS", "REASONS", "STAGE", "from_oro_sft", "from_record", "from_steps",

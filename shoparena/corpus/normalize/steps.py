@@ -18,8 +18,6 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from shoparena.corpus.normalize._common import (
     call_names,
     fingerprint,
@@ -30,10 +28,10 @@ from shoparena.corpus.normalize._common import (
 )
 from shoparena.corpus.normalize.axis import text_axis
 from shoparena.corpus.types import Rejection, SourceKind, Trajectory, trajectory_id
+from shoparena.env.output import OutputDefect, validate_steps
 from shoparena.env.records import messages_to_steps, read_envelope, step_flavor, steps_to_messages
-from shoparena.env.types import StepRecord
 from shoparena.errors import DataError
-from shoparena.scoring.rollouts import parse_rollout
+from shoparena.scoring.rollouts import RolloutDefect, parse_rollout
 from shoparena.scoring.steps import first_step_value
 from shoparena.tasks.types import Problem
 
@@ -60,22 +58,15 @@ class _Problems:
         return hit
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
-
-
 def from_steps(steps: list[Any], *, where: str, source: SourceKind = "rollout", problem_id: str | None = None,
                problems: _Problems | None = None, envelope: dict[str, Any] | None = None,
                validate: bool = True, provenance: dict[str, Any] | None = None) -> Trajectory | Rejection:
     """One trace given as step records (upstream or ORO flavour) as a row. ``envelope`` is the ORO envelope the
     steps came in (its other fields are kept for :func:`~shoparena.corpus.normalize.to_envelope`)."""
     if validate:
-        for i, step in enumerate(steps):
-            try:
-                StepRecord.model_validate(step)
-            except ValidationError as exc:
-                return reject("bad_step", f"step {i} is not a step record: {_first_error(exc)}", where)
+        checked = validate_steps(steps)
+        if isinstance(checked, OutputDefect):  # the validator's reason code (shoparena.env.output)
+            return reject(checked.code, f"{checked.message} (at {checked.path})", where)
     if not steps:
         return reject("empty_trace", "no steps: nothing to train on", where)
     pid = problem_id if problem_id is not None else first_step_value(steps, "problem_id")
@@ -133,8 +124,10 @@ def iter_rollouts(path: str | os.PathLike[str], problems: Mapping[str, Problem] 
     ``oro_envelope``). With ``problems`` (id → problem) each row is joined by ``problem_id``, else by the first
     step's query; the row takes the problem's id, bucket, cluster and suite.
 
-    Rejections (where = ``file:line``): ``bad_json``, ``bad_rollout`` (neither form, a non-object step, a
-    non-list dialogue), ``bad_step``, ``empty_trace``, ``unknown_problem`` (only with ``problems``)."""
+    Rejections (where = ``file:line``): ``bad_json``, ``bad_rollout`` (neither form, a non-list dialogue), the
+    agent-output codes of :func:`shoparena.env.output.validate_steps` for steps that are not step records
+    (``step_not_object``, ``tool_call_missing_id``, …), ``empty_trace``, ``unknown_problem`` (only with
+    ``problems``)."""
     index = _Problems(problems) if problems is not None else None
     name = os.fspath(path)
     for n, where, obj in json_lines(path, "rollout JSONL"):
@@ -142,13 +135,13 @@ def iter_rollouts(path: str | os.PathLike[str], problems: Mapping[str, Problem] 
             yield obj
             continue
         try:
-            rollout = parse_rollout(obj, n)
-        except ValueError as exc:
-            yield reject("bad_rollout", str(exc), where)
+            rollout = parse_rollout(obj, n)  # checks the steps with validate_steps
+        except RolloutDefect as exc:
+            yield reject(exc.code, exc.detail, where)
             continue
         env = _envelope_fields(obj) if rollout.kind == "envelope" else None
         yield from_steps(rollout.steps, where=where, source="oro_envelope" if env is not None else "rollout",
-                         problem_id=rollout.problem_id, problems=index, envelope=env,
+                         problem_id=rollout.problem_id, problems=index, envelope=env, validate=False,
                          provenance={"file": name, "line": n})
 
 
@@ -156,8 +149,9 @@ def iter_envelopes(path: str | os.PathLike[str], problems: Mapping[str, Problem]
                    ) -> Iterator[Trajectory | Rejection]:
     """Rows from an ORO ``output.jsonl`` (one envelope per line, checked by
     :func:`shoparena.env.records.read_envelope`). Rejections: ``bad_json``, ``not_object``, ``bad_envelope``
-    (keys, status, error shape, a step that is not a step record), ``empty_trace`` (``dialogue`` null or empty),
-    ``unknown_problem`` (only with ``problems``)."""
+    (keys, status, error shape), the agent-output codes of :func:`shoparena.env.output.validate_steps` for a
+    dialogue that is not a step list, ``empty_trace`` (``dialogue`` null or empty), ``unknown_problem`` (only with
+    ``problems``)."""
     index = _Problems(problems) if problems is not None else None
     name = os.fspath(path)
     for n, where, obj in json_lines(path, "ORO output.jsonl"):
@@ -172,10 +166,10 @@ def iter_envelopes(path: str | os.PathLike[str], problems: Mapping[str, Problem]
             yield reject("bad_envelope", f"'dialogue' is a {type(dialogue).__name__}, not a list or null", where)
             continue
         try:
-            read_envelope(obj)
+            read_envelope(obj, check_steps=False)
         except DataError as exc:
             yield reject("bad_envelope", exc.message, where)
             continue
         yield from_steps(dialogue or [], where=where, source="oro_envelope", problem_id=str(obj["problem_id"]),
-                         problems=index, envelope=_envelope_fields(obj), validate=False,
+                         problems=index, envelope=_envelope_fields(obj),
                          provenance={"file": name, "line": n})

@@ -17,6 +17,7 @@ import orjson
 from shoparena.corpus.normalize._common import call_names, infer_tools, reject, scan_messages
 from shoparena.corpus.normalize.axis import text_axis
 from shoparena.corpus.types import Rejection, Trajectory
+from shoparena.env.output import OutputDefect, validate_steps
 from shoparena.env.records import steps_to_messages
 
 __all__ = ["PROVENANCE_KEYS", "from_record", "iter_store"]
@@ -42,8 +43,8 @@ def from_record(body: Any, where: str | None = None) -> Trajectory | Rejection:
 
     Axis: the record's own (``axis_source="call_log"``) when its call log has search records, else
     :func:`text_axis`. Rejections (``where`` = the record id, or ``where`` when given): ``not_object``,
-    ``missing_keys``, ``bad_trace`` (steps / messages / call log of the wrong type), ``empty_trace``, ``bad_step`` (steps that
-    cannot be converted), ``bad_message``, ``bad_tool_call``, ``unpaired_tool_call_id``."""
+    ``missing_keys``, ``bad_trace`` (steps / messages / call log of the wrong type), ``empty_trace``, the agent-output codes of
+    :func:`shoparena.env.output.validate_steps` (stored steps that are not step records), ``bad_message``, ``bad_tool_call``, ``unpaired_tool_call_id``."""
     if not isinstance(body, dict):
         return reject("not_object", f"a record body must be a JSON object, got {type(body).__name__}",
                       where or "?")
@@ -58,10 +59,10 @@ def from_record(body: Any, where: str | None = None) -> Trajectory | Rejection:
             return reject("bad_trace", f"record {name!r} is a {type(value).__name__}, not a list", loc, rid)
     steps, messages, call_log = body.get("steps") or [], body.get("messages") or [], body.get("call_log") or []
     if not messages and steps:
-        try:
-            messages = steps_to_messages(steps)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            return reject("bad_step", f"record steps cannot be converted to messages: {exc!r}", loc, rid)
+        checked = validate_steps(steps)
+        if isinstance(checked, OutputDefect):  # the validator's reason code
+            return reject(checked.code, f"{checked.message} (at {checked.path})", loc, rid)
+        messages = steps_to_messages(checked.steps)
     if not messages:
         return reject("empty_trace", "record has no steps and no messages", loc, rid)
     extras: dict[str, Any] = {}

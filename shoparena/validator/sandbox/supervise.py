@@ -145,8 +145,10 @@ def parse_report(raw: bytes) -> tuple[float | None, dict[str, Any] | None, str |
     ready = envelope = None
     try:
         records = [json.loads(line) for line in lines]
-    except ValueError as exc:
-        return None, None, f"the report channel holds a line that is not JSON ({exc})"
+    except ValueError as exc:  # invalid JSON, non-UTF-8 bytes, an integer of too many digits
+        return None, None, f"the report channel holds a line that is not JSON ({str(exc)[:300]})"
+    except RecursionError:  # nesting deeper than the decoder's stack: the agent wrote the channel itself
+        return None, None, "the report channel holds JSON nested too deep to decode"
     if records and isinstance(records[0], dict) and isinstance(records[0].get("ready"), int | float):
         ready = float(records[0]["ready"])
     if len(records) > 2 or (records and ready is None):
