@@ -76,7 +76,7 @@ DEMO_AGENTS: tuple[tuple[str, str], ...] = (
 
 
 def _agents(out: Path, problems: list[Any], seed: int) -> None:
-    from shoparena.agents.run import RunConfig, run_agents
+    from shoparena.validator.run import RunConfig, run_agents
 
     table = Table(title="5. agents through the logging gateway (sandbox-ready single files, strict scorer)",
                   title_justify="left")

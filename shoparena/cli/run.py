@@ -30,8 +30,8 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json."""
-    from shoparena.agents.run import RunConfig, run_agents
     from shoparena.tasks.loader import load_problems
+    from shoparena.validator.run import RunConfig, run_agents
 
     loaded = load_problems(problems)
     if limit is not None:
