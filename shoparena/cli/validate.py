@@ -27,6 +27,8 @@ def validate(
         "--allow-non-hermetic", help="Permit --sandbox process (trusted code only).")] = False,
     workers: Annotated[int | None, typer.Option(help="Problems in parallel (default: CPU cores).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per problem.")] = 300.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the per-problem sampling seeds (as for run).")] = 0,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature the agent is given.")] = 0.0,
     agent_id: Annotated[str | None, typer.Option(help="Agent id recorded (default: the file name).")] = None,
     agent_version: Annotated[str, typer.Option(help="Agent version recorded.")] = "v1",
     miner_hotkey: Annotated[str | None, typer.Option(help="Miner hotkey recorded.")] = None,
@@ -46,7 +48,7 @@ def validate(
     loaded = load_problems(problems)[:limit] if limit else load_problems(problems)
     config = ValidatorConfig(model=model, judge=judge, sandbox=sandbox, allow_non_hermetic=allow_non_hermetic,
                              workers=workers, limits=SandboxLimits(timeout_s=timeout),
-                             validator_hotkey=validator_hotkey)
+                             validator_hotkey=validator_hotkey, seed=seed, temperature=temperature)
     spec = AgentSpec(path=str(path), agent_id=agent_id or path.stem, agent_version=agent_version,
                      miner_hotkey=miner_hotkey)
     with open_store(store) as st, progress_bar(f"validating {path.name}", len(loaded)) as advance:
