@@ -22,7 +22,7 @@ def run(
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("runs/latest"),
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).")]
     = None,
-    concurrency: Annotated[int | None, typer.Option(help="Agent worker processes (default: CPU cores).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Problems run at once (default: CPU cores).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.")] = 300.0,
     protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.")] = None,
     mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.")] = "strict",

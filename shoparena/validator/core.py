@@ -34,6 +34,7 @@ from typing import Any, Literal
 import orjson
 
 from shoparena import __version__
+from shoparena.scoring.types import ProblemScore, ScoreReport
 from shoparena.store.types import PipelineVersion, TrajectoryRecord
 from shoparena.tasks.types import Problem
 from shoparena.validator.judge.types import Verdict, coefficient, final_score
@@ -75,8 +76,8 @@ class ProblemResult:
     envelope: Envelope
     """The envelope as judged by the validator (a backend failure turns ``SUCCESS`` into ``FAILED``)."""
     calls: list[dict[str, Any]]
-    score: Any
-    """The rule scorer's :class:`~shoparena.scoring.types.ProblemScore`."""
+    score: ProblemScore
+    """The rule scorer's result."""
     steps: list[dict[str, Any]]
     verdict: Verdict | None = None
     record: TrajectoryRecord | None = None
@@ -191,7 +192,7 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
 
 
 def aggregate_scores(scores: Sequence[Any], problems: Sequence[Problem], mode: Literal["upstream", "strict"], *,
-                     ks: list[int] | None = None, seed: int = 0) -> Any:
+                     ks: list[int] | None = None, seed: int = 0) -> ScoreReport:
     """The :class:`~shoparena.scoring.types.ScoreReport` of per-sample scores over the suite ``problems``
     (strict: every problem counts, per bucket)."""
     from shoparena.scoring.aggregate import aggregate
@@ -217,7 +218,7 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     run_id = eval_run_id(agent, code_sha, problems, pipeline, config.validator_hotkey)
     done = {r.problem_id for r in store.query(eval_run_id=run_id, pipeline_version=pipeline.key())}
     todo = [p for p in problems if p.problem_id not in done]
-    scores: dict[str, Any] = {}
+    scores: dict[str, ProblemScore] = {}
     verdicts: dict[str, Verdict] = {}
     lines: list[ProblemLine] = []
     written = 0
@@ -264,10 +265,8 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     )
 
 
-def scorer_from_record(record: TrajectoryRecord) -> Any:
+def scorer_from_record(record: TrajectoryRecord) -> ProblemScore:
     """The stored outcome as a ProblemScore (resumed evaluations aggregate recorded problems too)."""
-    from shoparena.scoring.types import ProblemScore
-
     return ProblemScore.model_validate(record.outcome)
 
 
