@@ -29,7 +29,11 @@ def run(
     limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json."""
+    """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json.
+
+    A model that cannot work stops it before any problem runs.
+    Exit codes: 2 unknown model scheme or policy, 4 no hf: model at the path, 5 openai: server unreachable.
+    """
     from shoparena.tasks.loader import load_problems
     from shoparena.validator.run import RunConfig, run_agents
 

@@ -37,7 +37,11 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the score components and problem lines as JSON.")]
     = False,
 ) -> None:
-    """Run the agent in the sandbox on every problem, score and judge it, and append one record per problem."""
+    """Run the agent in the sandbox on every problem, score and judge it, and append one record per problem.
+
+    A model that cannot work stops it before any problem runs.
+    Exit codes: 2 unknown model scheme or policy, 4 no hf: model at the path, 5 openai: server unreachable.
+    """
     from shoparena.agents import agent_path
     from shoparena.store import open_store
     from shoparena.tasks.loader import load_problems
