@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="shoparena", standalone_mode=False)
     except ShopArenaError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}")
+        err_console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)  # one line, however long
         if exc.hint:
-            err_console.print(f"  [dim]hint:[/] {exc.hint}")
+            err_console.print(f"  [dim]hint:[/] {exc.hint}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

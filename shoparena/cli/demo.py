@@ -76,7 +76,7 @@ DEMO_AGENTS: tuple[tuple[str, str], ...] = (
 
 
 def _agents(out: Path, problems: list[Any], seed: int) -> None:
-    from shoparena.agents.run import RunConfig, run_agents
+    from shoparena.validator import RunConfig, run_agents
 
     table = Table(title="5. agents through the logging gateway (sandbox-ready single files, strict scorer)",
                   title_justify="left")
@@ -94,7 +94,7 @@ def _agents(out: Path, problems: list[Any], seed: int) -> None:
                   f"Trajectories and call logs: {out / 'runs'}/*/rollouts.jsonl, calls.jsonl[/]")
 
 
-def _validate(out: Path, problems: list[Any]) -> None:
+def _validate(out: Path, problems: list[Any], seed: int) -> None:
     import shutil
 
     from shoparena.agents import agent_path
@@ -103,7 +103,7 @@ def _validate(out: Path, problems: list[Any]) -> None:
 
     hermetic = shutil.which("bwrap") is not None
     config = ValidatorConfig(sandbox="bubblewrap" if hermetic else "process", allow_non_hermetic=not hermetic,
-                             validator_hotkey="demo-validator")
+                             validator_hotkey="demo-validator", seed=seed)
     url = f"sqlite:///{(out / 'trajectories.db').resolve()}"
     table = Table(title=f"6. validator: {config.sandbox} sandbox → strict scorer → rubric judge → {url}",
                   title_justify="left")
@@ -250,7 +250,8 @@ def demo(
     _agents(out, problems, seed)
 
     # 6. the validator: sandbox → score → judge → append-only records
-    _validate(out, [p for b in ("product", "shop", "voucher") for p in [q for q in problems if q.bucket == b][:3]])
+    _validate(out, [p for b in ("product", "shop", "voucher") for p in [q for q in problems if q.bucket == b][:3]],
+              seed)
 
     # 7. the whole subnet, demo-sized: miners submit, validators evaluate in the sandbox, races, weights, emissions
     _arena(out, seed)

@@ -22,16 +22,20 @@ def run(
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("runs/latest"),
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).")]
     = None,
-    concurrency: Annotated[int | None, typer.Option(help="Agent worker processes (default: CPU cores).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Problems run at once (default: CPU cores).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.")] = 300.0,
     protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.")] = None,
     mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.")] = "strict",
     limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json."""
-    from shoparena.agents.run import RunConfig, run_agents
+    """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json.
+
+    A model that cannot work stops it before any problem runs.
+    Exit codes: 2 unknown model scheme or policy, 4 no hf: model at the path, 5 openai: server unreachable.
+    """
     from shoparena.tasks import load_problems
+    from shoparena.validator import RunConfig, run_agents
 
     loaded = load_problems(problems)
     if limit is not None:

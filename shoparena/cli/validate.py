@@ -27,6 +27,8 @@ def validate(
         "--allow-non-hermetic", help="Permit --sandbox process (trusted code only).")] = False,
     workers: Annotated[int | None, typer.Option(help="Problems in parallel (default: CPU cores).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per problem.")] = 300.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the per-problem sampling seeds (as for run).")] = 0,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature the agent is given.")] = 0.0,
     agent_id: Annotated[str | None, typer.Option(help="Agent id recorded (default: the file name).")] = None,
     agent_version: Annotated[str, typer.Option(help="Agent version recorded.")] = "v1",
     miner_hotkey: Annotated[str | None, typer.Option(help="Miner hotkey recorded.")] = None,
@@ -35,7 +37,11 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the score components and problem lines as JSON.")]
     = False,
 ) -> None:
-    """Run the agent in the sandbox on every problem, score and judge it, and append one record per problem."""
+    """Run the agent in the sandbox on every problem, score and judge it, and append one record per problem.
+
+    A model that cannot work stops it before any problem runs.
+    Exit codes: 2 unknown model scheme or policy, 4 no hf: model at the path, 5 openai: server unreachable.
+    """
     from shoparena.agents import agent_path
     from shoparena.store import open_store
     from shoparena.tasks import load_problems
@@ -45,7 +51,7 @@ def validate(
     loaded = load_problems(problems)[:limit] if limit else load_problems(problems)
     config = ValidatorConfig(model=model, judge=judge, sandbox=sandbox, allow_non_hermetic=allow_non_hermetic,
                              workers=workers, limits=SandboxLimits(timeout_s=timeout),
-                             validator_hotkey=validator_hotkey)
+                             validator_hotkey=validator_hotkey, seed=seed, temperature=temperature)
     spec = AgentSpec(path=str(path), agent_id=agent_id or path.stem, agent_version=agent_version,
                      miner_hotkey=miner_hotkey)
     with open_store(store) as st, progress_bar(f"validating {path.name}", len(loaded)) as advance:

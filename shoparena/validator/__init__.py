@@ -13,6 +13,7 @@ from shoparena._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from shoparena.validator.core import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig, evaluate
+    from shoparena.validator.run import RunConfig, RunSummary, run_agents
     from shoparena.validator.sandbox import get_sandbox
     from shoparena.validator.sandbox.types import SandboxLimits
     from shoparena.validator.worker import LocalWork, WorkSource, work_once, work_until_empty
@@ -25,6 +26,9 @@ _EXPORTS: dict[str, str] = {
     "get_sandbox": "sandbox",
     "LocalWork": "worker",
     "ProblemLine": "core",
+    "RunConfig": "run",
+    "run_agents": "run",
+    "RunSummary": "run",
     "SandboxLimits": "sandbox.types",
     "ValidatorConfig": "core",
     "work_once": "worker",
@@ -32,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "WorkSource": "worker",
 }
 __all__ = [
-    "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "SandboxLimits", "ValidatorConfig",
-    "WorkSource", "evaluate", "get_sandbox", "work_once", "work_until_empty"
+    "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "RunConfig", "RunSummary", "SandboxLimits", "ValidatorConfig",
+    "WorkSource", "evaluate", "get_sandbox", "run_agents", "work_once", "work_until_empty"
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,12 +1,17 @@
-"""The validator's evaluation of one agent version on a problem set: sandbox → rule score → judge → records.
+"""The one evaluation core: sandbox → rule score → (judge) → (record), for ``shoparena validate`` and ``run``.
 
-arena.md §6. A gateway (search + inference, every call logged) is served on a Unix socket for the sandbox; each
-problem gets its own run token; the agent runs in the sandbox one process per problem; as each problem finishes
-its envelope is scored by the rule scorer (strict by default), judged (``SUCCESS`` envelopes only, §7.1) and
-written to the trajectory store as one append-only record with its call log and full provenance. Records are
-written as problems finish, so a validator killed mid-run loses nothing committed, and a restart with the same
-evaluation id (derived from the agent code, the problems and the pipeline) skips problems already recorded.
+arena.md §6. :func:`evaluate_problems` is the loop both faces sit on: one gateway (search in the ``oro`` flavour +
+inference, every call logged) served on a Unix socket for the sandbox, one run token per (problem, sample), the
+sanitised problem view (:func:`~shoparena.validator.sandbox.sanitise.sanitise`), one seed per (problem, sample)
+(:func:`sample_seed`), and, as each problem finishes, one envelope → result step (:func:`_finish_problem`): the
+rule score (strict by default), a judge verdict when a judge is given (``SUCCESS`` envelopes only, §7.1), and a
+sealed trajectory record when provenance is given. ``shoparena run`` passes neither (:mod:`.run`);
+:func:`evaluate` passes both and writes the records to the trajectory store as problems finish, so a validator
+killed mid-run loses nothing committed, and a restart with the same evaluation id (derived from the agent code,
+the problems and the pipeline) skips problems already recorded.
 
+Model URIs are checked before any problem runs (:func:`~shoparena.llm.check.check_models`); an inference call
+the model backend failed (the gateway's 502) makes that problem ``FAILED`` with the reason, never a success.
 Judge infrastructure failures never become scores: a problem whose verdict failed gets no record (a retry judges
 it again), and a run where more than half of at least three judge calls failed is ``FAILED`` (ORO's rule).
 The summary carries ORO's score components and ``final = success_rate × coeff(q)``.
@@ -20,98 +25,61 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from shoparena import __version__
+from shoparena.scoring.types import ProblemScore, ScoreReport
 from shoparena.store.types import PipelineVersion, TrajectoryRecord
 from shoparena.tasks.types import Problem
 from shoparena.validator.judge.types import Verdict, coefficient, final_score
 from shoparena.validator.output import check_envelope
-from shoparena.validator.sandbox.types import Outcome, SandboxLimits
+from shoparena.validator.sandbox.types import Envelope, Outcome, Sandbox
+from shoparena.validator.types import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig
 
-__all__ = ["AgentSpec", "EvaluationSummary", "ProblemLine", "ValidatorConfig", "evaluate"]
+__all__ = ["SEARCH_FLAVOR", "AgentSpec", "EvaluationSummary", "ProblemLine", "ProblemResult", "Provenance",
+           "ValidatorConfig", "aggregate_scores", "evaluate", "evaluate_problems", "open_sandbox", "sample_seed"]
 
 SCORER_ID = "shoparena-rule/1"
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+SEARCH_FLAVOR = "oro"
+"""The search service every agent sees (ORO's: Lucene special characters as spaces, capacity 10,000)."""
 
 
-class ValidatorConfig(BaseModel):
-    """How a validator evaluates; part of it becomes the records' pipeline version."""
+def sample_seed(base: int, problem_id: str, sample: int) -> int:
+    """``SHOPARENA_SEED`` of one (problem, sample): the same for ``run`` and ``validate``, independent of order."""
+    digest = hashlib.blake2b(f"{base}:{problem_id}:{sample}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
-    model_config = _FROZEN
 
-    model: str = "policy:expert"
-    """The default inference model (``SHOPARENA_MODEL`` in the sandbox); always allowed."""
-    models: tuple[str, ...] = ()
-    """Further models agents may ask for by name (the gateway allowlist is ``model`` plus these)."""
-    judge: str = "rubric"
-    """``rubric`` or ``llm:<model-uri>[,<model-uri>…]``."""
-    sandbox: str = "bubblewrap"
-    allow_non_hermetic: bool = False
-    """Permit the ``process`` sandbox (validator-logic tests only; never for untrusted code)."""
-    workers: int | None = None
-    limits: SandboxLimits = Field(default_factory=SandboxLimits)
-    scorer_mode: Literal["upstream", "strict"] = "strict"
-    similarity: str = "lexical"
+@dataclass(frozen=True)
+class Provenance:
+    """What a trajectory record needs beside the trajectory (validate only)."""
+
+    agent: AgentSpec
+    code_sha: str
+    pipeline: PipelineVersion
+    run_id: str
     validator_hotkey: str | None = None
-    temperature: float = 0.0
-    seed: int = 0
 
 
-class AgentSpec(BaseModel):
-    """What is evaluated: one version of one miner's agent file."""
+@dataclass(frozen=True)
+class ProblemResult:
+    """One (problem, sample) after the envelope → result step."""
 
-    model_config = _FROZEN
-
-    path: str
-    agent_id: str
-    agent_version: str = "v1"
-    miner_hotkey: str | None = None
-
-
-class ProblemLine(BaseModel):
-    model_config = _FROZEN
-
-    problem_id: str
-    bucket: str
-    status: str
-    success: bool
-    judge_score: float | None
-    judge_ok: bool | None
-    recorded: bool
-    seconds: float
-
-
-class EvaluationSummary(BaseModel):
-    """ORO's score components (arena.md §6) plus the run's bookkeeping."""
-
-    model_config = _FROZEN
-
-    eval_run_id: str
-    status: Literal["SUCCESS", "FAILED"]
-    failure_reason: str | None = None
-    ground_truth_rate: float
-    success_rate: float
-    format_score: float
-    field_matching: float
-    total_problems: int
-    successful_problems: float
-    scored_problems: int
-    reasoning_quality: float | None
-    reasoning_coefficient: float | None
-    final_score: float | None
-    judge_inference_failed: int
-    judge_inference_total: int
-    records_written: int
-    records_skipped: int
-    """Problems already recorded by an earlier attempt of this evaluation (resume)."""
-    sandbox: str
-    problems: list[ProblemLine]
-    seconds: float
+    problem: Problem
+    sample: int
+    outcome: Outcome
+    envelope: Envelope
+    """The envelope as judged by the validator (a backend failure turns ``SUCCESS`` into ``FAILED``)."""
+    calls: list[dict[str, Any]]
+    score: ProblemScore
+    """The rule scorer's result."""
+    steps: list[dict[str, Any]]
+    verdict: Verdict | None = None
+    record: TrajectoryRecord | None = None
 
 
 def _sha256_file(path: Path) -> str:
@@ -130,6 +98,30 @@ def eval_run_id(agent: AgentSpec, code_sha: str, problems: Sequence[Problem], pi
     return "ev-" + h.hexdigest()[:20]
 
 
+def pipeline_version(index: Any, config: ValidatorConfig, judge: Any = None) -> PipelineVersion:
+    """The scoring pipeline of ``config`` (``judge`` None: no judge, as in ``run``)."""
+    from shoparena.scoring.similarity import get_similarity
+
+    return PipelineVersion(scorer=SCORER_ID, scorer_mode=config.scorer_mode,
+                           similarity=get_similarity(config.similarity).name, catalog_sha256=index.catalog_sha256,
+                           judge=judge.name if judge is not None else "none",
+                           judge_prompt_version=judge.prompt_version if judge is not None else "none",
+                           package_version=__version__)
+
+
+def open_sandbox(config: ValidatorConfig, catalog: str | os.PathLike[str]) -> Sandbox:
+    """The sandbox ``config`` names; a non-hermetic one only with ``allow_non_hermetic``."""
+    from shoparena.errors import ConfigError
+    from shoparena.validator.sandbox import get_sandbox
+
+    options: dict[str, Any] = {} if config.sandbox == "docker" else {"forbidden": [Path(catalog).resolve()]}
+    sandbox = get_sandbox(config.sandbox, allow_non_hermetic=config.allow_non_hermetic, **options)
+    if not sandbox.hermetic and not config.allow_non_hermetic:
+        raise ConfigError(f"sandbox {sandbox.name!r} does not isolate the agent",
+                          hint="use --sandbox bubblewrap (or docker); allow it only for tests of trusted code")
+    return sandbox
+
+
 def _axis(calls: list[dict[str, Any]]) -> str:
     axes = {c.get("axis") for c in calls if c.get("kind") == "search" and c.get("status") == 200}
     axes.discard(None)
@@ -138,85 +130,120 @@ def _axis(calls: list[dict[str, Any]]) -> str:
     return axes.pop() if len(axes) == 1 else "mixed"
 
 
+def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Problem], index: Any,
+                      sandbox: Sandbox, config: ValidatorConfig, *, run_id: str, n_samples: int = 1,
+                      judge: Any = None, provenance: Provenance | None = None) -> Iterator[ProblemResult]:
+    """Run the agent on every problem ``n_samples`` times in ``sandbox``; yield each result as it finishes.
+
+    Raises (before the first problem) for a model URI that cannot work. ``judge``: judge ``SUCCESS`` envelopes
+    with steps; ``provenance``: build each problem's sealed record (skipped when its verdict failed)."""
+    from shoparena.catalog.search import SearchService
+    from shoparena.llm.check import check_models
+    from shoparena.llm.gateway import Gateway, Limits
+    from shoparena.scoring.scorer import Scorer
+    from shoparena.scoring.similarity import get_similarity
+    from shoparena.validator.sandbox import sanitise
+
+    allowed = {config.model, *config.models}
+    check_models([config.model, *config.models])
+    if not problems:
+        return
+    agent_path = Path(agent_file).resolve()
+    scorer = Scorer(index, mode=config.scorer_mode, similarity=get_similarity(config.similarity))
+    gateway = Gateway(SearchService(index, mode=config.search_mode, flavor=SEARCH_FLAVOR), allowed_models=allowed,
+                      limits=Limits().model_copy(update={"rate_per_s": None}))
+    by_id = {p.problem_id: p for p in problems}
+    views = [sanitise(p) for p in by_id.values()]
+    sock_dir = Path(tempfile.mkdtemp(prefix="shoparena-val-"))  # 0700: only the validator (and bwrap) reach it
+    loop = asyncio.new_event_loop() if judge is not None else None  # LLM judge clients are bound to their loop
+    try:
+        with gateway.serve(uds=str(sock_dir / "gateway.sock"), uds_mode=0o666) as srv:
+            for sample in range(n_samples):
+                tokens = {pid: gateway.open_run(f"{run_id}/{pid}" + (f"#{sample}" if sample else ""),
+                                                problem_id=pid, models=allowed).token for pid in by_id}
+                started: dict[str, int] = {}
+
+                def env_for(problem_id: str, sample: int = sample, tokens: dict[str, str] = tokens,
+                            started: dict[str, int] = started) -> dict[str, str]:
+                    started[problem_id] = int(time.time() * 1000)
+                    env = {"SHOPARENA_RUN_TOKEN": tokens[problem_id], "SHOPARENA_MODEL": config.model,
+                           "SHOPARENA_TEMPERATURE": repr(config.temperature),
+                           "SHOPARENA_SEED": str(sample_seed(config.seed, problem_id, sample))}
+                    if config.protocol:
+                        env["SHOPARENA_PROTOCOL"] = config.protocol
+                    return env
+
+                try:
+                    for outcome in sandbox.run(agent_path, views, gateway_socket=Path(srv.uds or ""),
+                                               env_for=env_for, limits=config.limits,
+                                               workers=config.workers or os.cpu_count() or 1):
+                        pid = outcome.envelope.problem_id
+                        calls = [r.model_dump(mode="json") for r in gateway.close_run(tokens.pop(pid))]
+                        yield _finish_problem(outcome, by_id[pid], sample, calls, started.get(pid), scorer,
+                                              judge, loop, provenance)
+                finally:
+                    for token in tokens.values():  # problems the sandbox never reported
+                        gateway.close_run(token)
+    finally:
+        if loop is not None:
+            loop.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def aggregate_scores(scores: Sequence[Any], problems: Sequence[Problem], mode: Literal["upstream", "strict"], *,
+                     ks: list[int] | None = None, seed: int = 0) -> ScoreReport:
+    """The :class:`~shoparena.scoring.types.ScoreReport` of per-sample scores over the suite ``problems``
+    (strict: every problem counts, per bucket)."""
+    from shoparena.scoring.aggregate import aggregate
+
+    suite = dict(Counter(p.bucket for p in {p.problem_id: p for p in problems}.values()))
+    return aggregate(list(scores), mode=mode, suite_size=suite, ks=ks, seed=seed)
+
+
 def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.PathLike[str], store: Any,
              config: ValidatorConfig, *, progress: Callable[[ProblemLine], None] | None = None) -> EvaluationSummary:
     """Evaluate ``agent`` on ``problems`` against the catalog's index; write records to ``store``."""
     from shoparena.catalog.directory import index_path
     from shoparena.catalog.index import SearchIndex
-    from shoparena.catalog.search import SearchService
-    from shoparena.env.records import steps_to_messages
-    from shoparena.errors import ConfigError
-    from shoparena.llm.gateway import Gateway, Limits
-    from shoparena.scoring.aggregate import aggregate
-    from shoparena.scoring.scorer import Scorer
-    from shoparena.scoring.similarity import get_similarity
     from shoparena.validator.judge import get_judge
-    from shoparena.validator.sandbox import get_sandbox, sanitise
 
     t0 = time.perf_counter()
-    options: dict[str, Any] = {} if config.sandbox == "docker" else {"forbidden": [Path(catalog).resolve()]}
-    sandbox = get_sandbox(config.sandbox, allow_non_hermetic=config.allow_non_hermetic, **options)
-    if not sandbox.hermetic and not config.allow_non_hermetic:
-        raise ConfigError(f"sandbox {sandbox.name!r} does not isolate the agent",
-                          hint="use --sandbox bubblewrap (or docker); allow it only for tests of trusted code")
+    sandbox = open_sandbox(config, catalog)
     judge = get_judge(config.judge)
     agent_file = Path(agent.path).resolve()
     code_sha = _sha256_file(agent_file)
     index = SearchIndex.open(index_path(catalog))
-    similarity = get_similarity(config.similarity)
-    pipeline = PipelineVersion(scorer=SCORER_ID, scorer_mode=config.scorer_mode, similarity=similarity.name,
-                               catalog_sha256=index.catalog_sha256, judge=judge.name,
-                               judge_prompt_version=judge.prompt_version, package_version=__version__)
+    pipeline = pipeline_version(index, config, judge)
     run_id = eval_run_id(agent, code_sha, problems, pipeline, config.validator_hotkey)
     done = {r.problem_id for r in store.query(eval_run_id=run_id, pipeline_version=pipeline.key())}
     todo = [p for p in problems if p.problem_id not in done]
-    scorer = Scorer(index, mode=config.scorer_mode, similarity=similarity)
-    allowed = {config.model, *config.models}
-    gateway = Gateway(SearchService(index, flavor="oro"), allowed_models=allowed,
-                      limits=Limits().model_copy(update={"rate_per_s": None}))
-    sock_dir = Path(tempfile.mkdtemp(prefix="shoparena-val-"))  # 0700: only the validator (and bwrap) reach it
-    by_id = {p.problem_id: p for p in problems}
-    tokens: dict[str, str] = {}
-    started: dict[str, int] = {}
-    for p in todo:
-        tokens[p.problem_id] = gateway.open_run(f"{run_id}/{p.problem_id}", problem_id=p.problem_id,
-                                                models=allowed).token
-
-    def env_for(problem_id: str) -> dict[str, str]:
-        started[problem_id] = int(time.time() * 1000)
-        return {"SHOPARENA_RUN_TOKEN": tokens[problem_id], "SHOPARENA_MODEL": config.model,
-                "SHOPARENA_TEMPERATURE": repr(config.temperature), "SHOPARENA_SEED": str(config.seed)}
-
-    scores: dict[str, Any] = {}
+    scores: dict[str, ProblemScore] = {}
     verdicts: dict[str, Verdict] = {}
     lines: list[ProblemLine] = []
     written = 0
-    loop = asyncio.new_event_loop()  # one loop for every judge call (LLM clients are bound to their loop)
-    try:
-        with gateway.serve(uds=str(sock_dir / "gateway.sock"), uds_mode=0o666) as srv:
-            outcomes = sandbox.run(agent_file, [sanitise(p) for p in todo], gateway_socket=Path(srv.uds or ""),
-                                   env_for=env_for, limits=config.limits,
-                                   workers=config.workers or os.cpu_count() or 1)
-            for outcome in outcomes:
-                line, record = _finish_problem(outcome, by_id, gateway, tokens, started, scorer, judge, loop,
-                                               scores, verdicts, agent, code_sha, config, pipeline, run_id,
-                                               steps_to_messages)
-                if record is not None and store.append(record):
-                    written += 1
-                lines.append(line.model_copy(update={"recorded": record is not None}))
-                if progress is not None:
-                    progress(lines[-1])
-    finally:
-        loop.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+    provenance = Provenance(agent, code_sha, pipeline, run_id, config.validator_hotkey)
+    for res in evaluate_problems(agent_file, todo, index, sandbox, config, run_id=run_id, judge=judge,
+                                 provenance=provenance):
+        scores[res.problem.problem_id] = res.score
+        if res.verdict is not None:
+            verdicts[res.problem.problem_id] = res.verdict
+        if res.record is not None and store.append(res.record):
+            written += 1
+        lines.append(ProblemLine(problem_id=res.problem.problem_id, bucket=res.problem.bucket,
+                                 status=res.envelope.status, success=res.score.success,
+                                 judge_score=res.verdict.score if res.verdict else None,
+                                 judge_ok=res.verdict.ok if res.verdict else None, recorded=res.record is not None,
+                                 seconds=res.outcome.wall_s))
+        if progress is not None:
+            progress(lines[-1])
 
     for r in store.query(eval_run_id=run_id, pipeline_version=pipeline.key()):
         if r.problem_id not in scores:  # recorded by an earlier attempt: take its stored outcome and verdict
             scores[r.problem_id] = scorer_from_record(r)
             if r.judge is not None:
                 verdicts[r.problem_id] = Verdict.model_validate(r.judge)
-    report = aggregate([s for s in scores.values()], mode=config.scorer_mode, suite_size=len(problems))
-    judged = [v for v in verdicts.values()]
+    report = aggregate_scores(list(scores.values()), problems, config.scorer_mode)
+    judged = list(verdicts.values())
     failed = sum(1 for v in judged if not v.ok)
     ok_scores = [v.score for v in judged if v.ok and v.score is not None]
     q = sum(ok_scores) / len(ok_scores) if ok_scores else None
@@ -237,44 +264,56 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     )
 
 
-def scorer_from_record(record: TrajectoryRecord) -> Any:
+def scorer_from_record(record: TrajectoryRecord) -> ProblemScore:
     """The stored outcome as a ProblemScore (resumed evaluations aggregate recorded problems too)."""
-    from shoparena.scoring.types import ProblemScore
-
     return ProblemScore.model_validate(record.outcome)
 
 
-def _finish_problem(outcome: Outcome, by_id: dict[str, Problem], gateway: Any, tokens: dict[str, str],
-                    started: dict[str, int], scorer: Any, judge: Any, loop: asyncio.AbstractEventLoop,
-                    scores: dict[str, Any],
-                    verdicts: dict[str, Verdict], agent: AgentSpec, code_sha: str, config: ValidatorConfig,
-                    pipeline: PipelineVersion, run_id: str, to_messages: Callable[..., Any]
-                    ) -> tuple[ProblemLine, TrajectoryRecord | None]:
+def _backend_failure(env: Envelope, calls: list[dict[str, Any]]) -> Envelope:
+    """A ``SUCCESS`` envelope whose run had inference calls the model backend failed (the gateway's 502) is
+    ``FAILED`` with the reason: the agent never got to work, so it is no agent outcome."""
+    inference = [c for c in calls if c.get("kind") == "inference"]
+    failed = [c for c in inference if c.get("status") == 502]
+    if not failed:
+        return env
+    update: dict[str, Any] = {"inference_failure_count": len(failed), "inference_total": len(inference)}
+    if env.status == "SUCCESS":
+        update.update(status="FAILED", error={"type": "BackendError", "message": (
+            f"{len(failed)} of {len(inference)} inference calls failed in the model backend: "
+            f"{failed[0].get('error') or ''}")[:2000]})
+    return env.model_copy(update=update)
+
+
+def _finish_problem(outcome: Outcome, problem: Problem, sample: int, calls: list[dict[str, Any]],
+                    started: int | None, scorer: Any, judge: Any, loop: asyncio.AbstractEventLoop | None,
+                    provenance: Provenance | None) -> ProblemResult:
+    """Envelope → result, the one path of ``run`` and ``validate``: the agent's output is checked, scored,
+    judged (with a judge) and made a sealed record (with provenance)."""
+    from shoparena.env.records import steps_to_messages
+
     env, _defect = check_envelope(outcome.envelope)  # agent output is untrusted: checked once, here
-    problem = by_id[env.problem_id]
-    calls = [r.model_dump(mode="json") for r in gateway.close_run(tokens[env.problem_id])]
-    score = scorer.score_steps(problem, env.model_dump())
-    scores[problem.problem_id] = score
+    env = _backend_failure(env, calls)
+    score = scorer.score_steps(problem, env.model_dump(), sample=sample)
     steps = env.dialogue or []
     verdict: Verdict | None = None
-    if env.status == "SUCCESS" and steps:
+    if judge is not None and loop is not None and env.status == "SUCCESS" and steps:
         verdict = loop.run_until_complete(judge.judge(problem.query, steps, calls))
-        verdicts[problem.problem_id] = verdict
-    line = ProblemLine(problem_id=problem.problem_id, bucket=problem.bucket, status=env.status,
-                       success=score.success, judge_score=verdict.score if verdict else None,
-                       judge_ok=verdict.ok if verdict else None, recorded=False, seconds=outcome.wall_s)
-    if verdict is not None and not verdict.ok:
-        return line, None  # never a silent 0: no record; a retry of the evaluation judges it again
+    result = ProblemResult(problem=problem, sample=sample, outcome=outcome, envelope=env, calls=calls,
+                           score=score, steps=steps, verdict=verdict)
+    if provenance is None or (verdict is not None and not verdict.ok):
+        return result  # a failed verdict is never a silent 0: no record; a retry of the evaluation judges it
+    agent = provenance.agent
     record = TrajectoryRecord(
-        eval_run_id=run_id, agent_id=agent.agent_id, agent_version=agent.agent_version, agent_code_sha256=code_sha,
-        miner_hotkey=agent.miner_hotkey, validator_hotkey=config.validator_hotkey, problem_id=problem.problem_id,
-        suite=problem.suite, cluster_id=problem.cluster_id, bucket=problem.bucket, status=env.status, steps=steps,
-        messages=to_messages(steps, query=problem.query) if steps else [], call_log=calls, axis=_axis(calls),
+        eval_run_id=provenance.run_id, agent_id=agent.agent_id, agent_version=agent.agent_version,
+        agent_code_sha256=provenance.code_sha, miner_hotkey=agent.miner_hotkey,
+        validator_hotkey=provenance.validator_hotkey, problem_id=problem.problem_id, suite=problem.suite,
+        cluster_id=problem.cluster_id, bucket=problem.bucket, status=env.status, steps=steps,
+        messages=steps_to_messages(steps, query=problem.query) if steps else [], call_log=calls, axis=_axis(calls),
         outcome=score.model_dump(mode="json"), success=score.success,
         judge=verdict.model_dump(mode="json") if verdict else None,
         judge_score=verdict.score if verdict else None,
-        coefficient=coefficient(verdict.score) if verdict else None, pipeline=pipeline,
-        started_at=(int(outcome.started_at * 1000) if outcome.started_at is not None
-                    else started.get(problem.problem_id)), finished_at=int(time.time() * 1000),
+        coefficient=coefficient(verdict.score) if verdict else None, pipeline=provenance.pipeline,
+        started_at=int(outcome.started_at * 1000) if outcome.started_at is not None else started,
+        finished_at=int(time.time() * 1000),
     )
-    return line, record.sealed(int(time.time() * 1000))
+    return replace(result, record=record.sealed(int(time.time() * 1000)))

@@ -9,12 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from shoparena.agents import agent_path, load_agent
-from shoparena.agents.run import RunConfig, run_agents
 from shoparena.catalog.directory import create_catalog
 from shoparena.catalog.synthetic import generate_catalog
 from shoparena.errors import ConfigError, NotFoundError
 from shoparena.tasks.generator import generate_problems
 from shoparena.tasks.loader import dump_problems
+from shoparena.validator.run import RunConfig, run_agents
 
 
 @pytest.fixture(scope="module")

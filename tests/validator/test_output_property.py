@@ -18,22 +18,16 @@ from shoparena import __version__
 from shoparena.catalog.directory import create_catalog
 from shoparena.catalog.synthetic import generate_catalog
 from shoparena.env.output import REASON_CODES, parse_reason
-from shoparena.env.records import steps_to_messages
 from shoparena.scoring.scorer import Scorer
 from shoparena.store import open_store
 from shoparena.store.types import PipelineVersion
 from shoparena.tasks.generator import generate_problems
-from shoparena.validator.core import AgentSpec, ValidatorConfig, _finish_problem
+from shoparena.validator.core import AgentSpec, Provenance, _finish_problem
 from shoparena.validator.judge import get_judge
 from shoparena.validator.output import check_envelope
 from shoparena.validator.sandbox.supervise import Watched, make_outcome
 from shoparena.validator.sandbox.types import Envelope, SandboxLimits
 from tests.env.test_output import json_values, outputs
-
-
-class _Gateway:
-    def close_run(self, token: str) -> list[Any]:
-        return []
 
 
 class _Path:
@@ -45,7 +39,6 @@ class _Path:
         self.scorer = Scorer(index, mode="strict")
         self.judge = get_judge("rubric")
         self.loop = asyncio.new_event_loop()
-        self.config = ValidatorConfig()
         self.pipeline = PipelineVersion(scorer="shoparena-rule/1", scorer_mode="strict", similarity="lexical",
                                         catalog_sha256=index.catalog_sha256, judge=self.judge.name,
                                         judge_prompt_version=self.judge.prompt_version, package_version=__version__)
@@ -57,10 +50,11 @@ class _Path:
         outcome = make_outcome(pid, Watched(report=bytearray(report), exit_code=0, wall_s=0.5), backend="test",
                                limits=SandboxLimits(), launched_wall=0.0, enforced={}, counters={})
         self.n += 1
-        line, record = _finish_problem(outcome, {pid: self.problem}, _Gateway(), {pid: "tok"}, {pid: 0},
-                                       self.scorer, self.judge, self.loop, {}, {}, AgentSpec(path="a.py", agent_id="a"),
-                                       "0" * 64, self.config, self.pipeline, f"ev-{self.n}", steps_to_messages)
-        assert record is not None and line.recorded is False and line.status == record.status
+        provenance = Provenance(agent=AgentSpec(path="a.py", agent_id="a"), code_sha="0" * 64,
+                                pipeline=self.pipeline, run_id=f"ev-{self.n}")
+        result = _finish_problem(outcome, self.problem, 0, [], 0, self.scorer, self.judge, self.loop, provenance)
+        record = result.record
+        assert record is not None and result.envelope.status == record.status
         assert self.store.append(record)
         error = record.outcome.get("error")
         if error is not None and error.startswith("INVALID_OUTPUT:"):

@@ -30,10 +30,10 @@ Traj = tuple[str, list[dict[str, Any]], list[dict[str, Any]]]
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Traj]]:
-    from shoparena.agents.run import RunConfig, run_agents
     from shoparena.catalog.directory import create_catalog
     from shoparena.catalog.synthetic import generate_catalog
     from shoparena.tasks.generator import generate_problems
+    from shoparena.validator.run import RunConfig, run_agents
 
     root = tmp_path_factory.mktemp("judge-world")
     index = create_catalog(generate_catalog(400, seed=5), root / "cat")

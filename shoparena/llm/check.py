@@ -1,0 +1,63 @@
+"""Fail fast on a model URI that cannot work, before any problem runs.
+
+A run or an evaluation whose model cannot answer would otherwise start every problem, have every inference call
+refused by the gateway, and report each problem as an agent outcome. :func:`check_model` resolves the URI the way
+the gateway will (:func:`~shoparena.llm.types.get_backend`) and, where that is cheap, probes it: an unknown
+scheme or offline policy is a :class:`~shoparena.errors.ConfigError` with the closest valid name, an ``hf:``
+directory without ``config.json`` a :class:`~shoparena.errors.NotFoundError` (the weights are not loaded here), an
+``openai:`` server that does not accept a TCP connection within ``timeout_s`` a
+:class:`~shoparena.errors.BackendError`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from shoparena.errors import BackendError, ConfigError, NotFoundError
+
+__all__ = ["check_model", "check_models"]
+
+
+def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
+    """Raise a :class:`~shoparena.errors.ShopArenaError` if ``uri`` names no model that can answer."""
+    scheme, sep, rest = uri.partition(":")
+    if sep and scheme == "hf":
+        path = Path(rest).expanduser()
+        if not (path / "config.json").is_file():
+            raise NotFoundError(f"model {uri!r}: no transformers model at {path} (config.json missing)",
+                                hint="hf: takes a local model directory")
+        return
+    if sep and scheme == "openai":
+        from shoparena.llm.openai_backend import parse_openai_uri
+
+        base_url, _model = parse_openai_uri(rest)
+        _connect(uri, base_url, timeout_s)
+        return
+    from shoparena.llm.types import get_backend
+
+    get_backend(uri)  # unknown scheme / unknown policy: ConfigError with the closest name
+
+
+def check_models(uris: Iterable[str], *, timeout_s: float = 3.0) -> None:
+    """:func:`check_model` for each distinct URI."""
+    for uri in dict.fromkeys(uris):
+        check_model(uri, timeout_s=timeout_s)
+
+
+def _connect(uri: str, base_url: str, timeout_s: float) -> None:
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise ConfigError(f"model {uri!r}: bad port in {base_url!r}") from exc
+    if not parts.hostname:
+        raise ConfigError(f"model {uri!r}: no host in {base_url!r}")
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise BackendError(f"model {uri!r}: cannot connect to {parts.hostname}:{port} ({exc.strerror or exc})",
+                           hint="start the server (vLLM, SGLang, Ollama …) or fix the URL") from exc

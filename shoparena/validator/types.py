@@ -1,0 +1,95 @@
+"""What an evaluation takes and gives back: the validator's config, the agent version, the per-problem lines and
+the summary with ORO's score components (arena.md §6)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shoparena.validator.sandbox.types import SandboxLimits
+
+__all__ = ["AgentSpec", "EvaluationSummary", "ProblemLine", "ValidatorConfig"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ValidatorConfig(BaseModel):
+    """How an evaluation runs (``validate``, and ``run`` without its judge); part of it becomes the records'
+    pipeline version."""
+
+    model_config = _FROZEN
+
+    model: str = "policy:expert"
+    """The default inference model (``SHOPARENA_MODEL`` in the sandbox); always allowed."""
+    models: tuple[str, ...] = ()
+    """Further models agents may ask for by name (the gateway allowlist is ``model`` plus these)."""
+    judge: str = "rubric"
+    """``rubric`` or ``llm:<model-uri>[,<model-uri>…]``."""
+    sandbox: str = "bubblewrap"
+    allow_non_hermetic: bool = False
+    """Permit the ``process`` sandbox (validator-logic tests only; never for untrusted code)."""
+    workers: int | None = None
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    scorer_mode: Literal["upstream", "strict"] = "strict"
+    similarity: str = "lexical"
+    validator_hotkey: str | None = None
+    temperature: float = 0.0
+    seed: int = 0
+    """Base of the per-(problem, sample) seeds (``SHOPARENA_SEED``; see ``core.sample_seed``)."""
+    search_mode: Literal["upstream", "strict"] = "upstream"
+    """Argument handling of the gateway's search service (its flavour is always ``oro``)."""
+    protocol: Literal["native", "tags"] | None = None
+    """``SHOPARENA_PROTOCOL`` for the built-in ReAct agents (None: their default, native)."""
+
+
+class AgentSpec(BaseModel):
+    """What is evaluated: one version of one miner's agent file."""
+
+    model_config = _FROZEN
+
+    path: str
+    agent_id: str
+    agent_version: str = "v1"
+    miner_hotkey: str | None = None
+
+
+class ProblemLine(BaseModel):
+    model_config = _FROZEN
+
+    problem_id: str
+    bucket: str
+    status: str
+    success: bool
+    judge_score: float | None
+    judge_ok: bool | None
+    recorded: bool
+    seconds: float
+
+
+class EvaluationSummary(BaseModel):
+    """ORO's score components (arena.md §6) plus the run's bookkeeping."""
+
+    model_config = _FROZEN
+
+    eval_run_id: str
+    status: Literal["SUCCESS", "FAILED"]
+    failure_reason: str | None = None
+    ground_truth_rate: float
+    success_rate: float
+    format_score: float
+    field_matching: float
+    total_problems: int
+    successful_problems: float
+    scored_problems: int
+    reasoning_quality: float | None
+    reasoning_coefficient: float | None
+    final_score: float | None
+    judge_inference_failed: int
+    judge_inference_total: int
+    records_written: int
+    records_skipped: int
+    """Problems already recorded by an earlier attempt of this evaluation (resume)."""
+    sandbox: str
+    problems: list[ProblemLine]
+    seconds: float

@@ -1,0 +1,47 @@
+"""Model URIs are checked before a run (issue 9 §1): each kind of URI that cannot work raises its own error."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from shoparena.errors import BackendError, ConfigError, NotFoundError
+from shoparena.llm.check import check_model, check_models
+
+
+def test_working_uris_pass(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        check_models(["policy:expert", "policy:expert", f"hf:{tmp_path}", f"openai:http://127.0.0.1:{port}/v1/m"])
+
+
+@pytest.mark.parametrize(("uri", "error", "says"), [
+    ("bogus:x", ConfigError, "unknown model URI"),
+    ("nocolon", ConfigError, "unknown model URI"),
+    ("policy:nosuch", ConfigError, "unknown offline policy"),
+    ("hf:/nonexistent", NotFoundError, "config.json missing"),
+    ("openai:not-a-url", ConfigError, "cannot read an OpenAI base URL"),
+    ("openai:http://127.0.0.1:99999/v1/m", ConfigError, "bad port"),
+])
+def test_uris_that_cannot_work(uri: str, error: type[Exception], says: str) -> None:
+    with pytest.raises(error, match=says):
+        check_model(uri)
+
+
+def test_near_miss_scheme_gets_the_closest_name() -> None:
+    with pytest.raises(ConfigError) as info:
+        check_model("polcy:expert")
+    assert "did you mean policy" in (info.value.hint or "")
+
+
+def test_unreachable_openai_server_is_a_backend_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with pytest.raises(BackendError, match="cannot connect"):
+        check_model(f"openai:http://127.0.0.1:{port}/v1/m", timeout_s=1.0)
