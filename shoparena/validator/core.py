@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shoparena import __version__
 from shoparena.store.types import PipelineVersion, TrajectoryRecord
 from shoparena.tasks.types import Problem
+from shoparena.types import Mode
 from shoparena.validator.judge.types import Verdict, coefficient, final_score
 from shoparena.validator.sandbox.types import Outcome, SandboxLimits
 
@@ -54,7 +55,7 @@ class ValidatorConfig(BaseModel):
     """Permit the ``process`` sandbox (validator-logic tests only; never for untrusted code)."""
     workers: int | None = None
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
-    scorer_mode: Literal["upstream", "strict"] = "strict"
+    scorer_mode: Mode = "strict"
     similarity: str = "lexical"
     validator_hotkey: str | None = None
     temperature: float = 0.0
