@@ -22,6 +22,7 @@ from typing import Any, Literal
 from shoparena.catalog.types import SearchBackend
 from shoparena.env.protocol_tags import ujson_dumps
 from shoparena.errors import ConfigError, closest
+from shoparena.registry import Registry
 
 
 class ArgError(Exception):
@@ -70,15 +71,19 @@ class Tool:
         return f"Name: {self.name}\nDescription: {self.description}\nParameters: {ujson_dumps(self.parameters)}"
 
 
-TOOLS: dict[str, Tool] = {}
-"""The registry: canonical (upstream / ORO) definition of every tool by name."""
+def _load_tools() -> None:
+    from shoparena.env import tools_oro, tools_upstream  # noqa: F401  (registration side effect)
+
+
+TOOLS: Registry[Tool] = Registry("tool", error=ConfigError, loader=_load_tools)
+"""The registry: canonical (upstream / ORO) definition of every tool by name (a profile picks from it)."""
 
 
 def register(name: str, description: str, parameters: dict[str, Any]) -> Callable[[Handler], Handler]:
     """Decorator registering a handler as tool ``name``."""
 
     def deco(handler: Handler) -> Handler:
-        TOOLS[name] = Tool(name, description, parameters, handler)
+        TOOLS.add(name, Tool(name, description, parameters, handler))
         return handler
 
     return deco
@@ -169,13 +174,8 @@ class Toolset:
             return error_obs(name, f"{type(exc).__name__}: {exc}")
 
 
-def _load_tools() -> None:
-    from shoparena.env import tools_oro, tools_upstream  # noqa: F401  (registration side effect)
-
-
 def get_toolset(profile: str = "upstream4", *, web_search: bool = False, python_execute: bool = False) -> Toolset:
     """The toolset of ``profile``, optionally with ``web_search`` / ``python_execute`` appended."""
-    _load_tools()
     if profile not in PROFILES:
         hint = closest(profile, list(PROFILES))
         raise ConfigError(f"unknown tool profile {profile!r}; expected one of {sorted(PROFILES)}",
