@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-__all__ = ["AXES", "MODES", "SEARCH_AXES", "STATUSES", "Axis", "Mode", "SearchAxis", "Status"]
+__all__ = ["AXES", "FLAVORS", "MODES", "SEARCH_AXES", "STATUSES", "Axis", "Flavor", "Mode", "SearchAxis", "Status"]
 
 Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
 """How one problem's run ended: the ORO envelope status (shoppingbench.md §6.2), stored with every record."""
@@ -17,6 +17,11 @@ STATUSES: tuple[str, ...] = get_args(Status)
 Mode = Literal["upstream", "strict"]
 """Search and scoring mode: ``upstream`` reproduces the reference behaviour, ``strict`` fixes its quirks."""
 MODES: tuple[str, ...] = get_args(Mode)
+
+Flavor = Literal["upstream", "oro"]
+"""Which reference implementation to reproduce where the two differ: ShoppingBench's own code, or ORO's
+(search fallbacks, the tag protocol's tool block)."""
+FLAVORS: tuple[str, ...] = get_args(Flavor)
 
 SearchAxis = Literal["A", "B"]
 """Who asked for one search call (gateway attribution): A, the LLM emitted it; B, Python issued it (e.g. inside

@@ -12,6 +12,7 @@ from shoparena.errors import DataError
 
 def test_every_package_uses_the_one_literal() -> None:
     from shoparena.arena.state.types import Status as arena_status
+    from shoparena.catalog.search import Flavor as search_flavor
     from shoparena.catalog.search import Mode as search_mode
     from shoparena.corpus.types import Axis as corpus_axis
     from shoparena.llm.gateway.calllog import Axis as call_axis
@@ -23,6 +24,7 @@ def test_every_package_uses_the_one_literal() -> None:
     assert store_status is arena_status is types.Status
     assert store_axis is corpus_axis is types.Axis
     assert call_axis is types.SearchAxis
+    assert search_flavor is types.Flavor and types.FLAVORS == ("upstream", "oro")
     assert set(types.SEARCH_AXES) < set(types.AXES)
     assert types.STATUSES == typing.get_args(types.Status) == ("SUCCESS", "FAILED", "TIMED_OUT")
 

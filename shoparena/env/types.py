@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shoparena.types import Status
+from shoparena.types import Flavor, Status
 
 StopReason = Literal["terminate", "max_steps", "empty_output", "error"]
 ProtocolName = Literal["tags", "native"]
@@ -172,7 +172,7 @@ class EpisodeConfig(BaseModel):
     auto_recommend: bool = False
     """ORO rescue: if no recommend_product succeeded, recommend the first (product task) or all seen
     candidates in an extra step. Opt-in; off for strict evaluation."""
-    tag_flavor: Literal["upstream", "oro"] | None = None
+    tag_flavor: Flavor | None = None
     """History rendering of the tag protocol: upstream (ujson, ids, one block per turn) or ORO (json,
     no ids, one block per part). Default follows the profile."""
     react: bool = False
