@@ -1,18 +1,18 @@
-"""One small generic registry for every plugin kind (model backends, sandboxes, judges, similarity backends, tools,
-built-in agents): names → entries, a ``register(name)`` decorator, lookups that fail with one clear error naming
-the closest valid name, and lazy entries.
+"""One small generic registry for every plugin kind (model backends, sandboxes, judges, similarity backends,
+tools, built-in agents): names → entries, a ``register(name)`` decorator, lookups that fail with one clear
+error naming the closest valid name, and lazy entries.
 
     SIMILARITIES: Registry[Factory] = Registry("similarity backend", error=ConfigError)
 
     @SIMILARITIES.register("lexical")
     def _lexical(arg): ...
 
-    SIMILARITIES.lazy("embedding", "shoparena.scoring.embed:factory", install="pip install 'shoparena[embed]'")
-    SIMILARITIES.get("lexcial")   # ConfigError: unknown similarity backend 'lexcial' / hint: did you mean lexical? …
+    SIMILARITIES.lazy("embedding", "shoparena.scoring.embed:make", install="pip install 'shoparena[embed]'")
+    SIMILARITIES.get("lexcial")  # ConfigError: unknown similarity backend 'lexcial' / did you mean lexical?
 
 A lazy entry is a ``"package.module:attribute"`` path imported on first :meth:`Registry.get`, so an optional
-heavy dependency (torch, sentence-transformers) is imported only by the run that uses it; a missing one becomes
-a :class:`~shoparena.errors.ConfigError` with the install hint. A name is registered once: a second
+heavy dependency (torch, sentence-transformers) is imported only by the run that uses it; a missing one
+becomes a :class:`~shoparena.errors.ConfigError` with the install hint. A name is registered once: a second
 registration (eager or lazy, under a name or an alias) is refused.
 """
 
@@ -67,11 +67,11 @@ class Registry(Generic[T]):
             self._entries[name] = obj
 
     def lazy(self, name: str, target: str, *, install: str | None = None) -> None:
-        """Register ``name`` as ``"package.module:attribute"``, imported on first use; ``install`` tells the user
-        how to get a missing dependency (e.g. ``pip install 'shoparena[hf]'``)."""
+        """Register ``name`` as ``"package.module:attribute"``, imported on first use; ``install`` tells the
+        user how to get a missing dependency (e.g. ``pip install 'shoparena[hf]'``)."""
         module, sep, attr = target.partition(":")
         if not (module and sep and attr):
-            raise ConfigError(f"lazy {self.kind} {name!r}: target {target!r} is not 'package.module:attribute'")
+            raise ConfigError(f"lazy {self.kind} {name!r}: {target!r} is not 'package.module:attribute'")
         with self._lock:
             self._claim(name)
             self._lazy[name] = (target, install)
@@ -113,7 +113,7 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         self._load_all()
-        return isinstance(name, str) and (name in self._entries or name in self._lazy or name in self._aliases)
+        return isinstance(name, str) and any(name in d for d in (self._entries, self._lazy, self._aliases))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())

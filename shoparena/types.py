@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-__all__ = ["AXES", "FLAVORS", "MODES", "SEARCH_AXES", "STATUSES", "Axis", "Flavor", "Mode", "SearchAxis", "Status"]
+__all__ = ["AXES", "FLAVORS", "MODES", "SEARCH_AXES", "STATUSES", "Axis", "Flavor", "Mode", "SearchAxis",
+           "Status"]
 
 Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
 """How one problem's run ended: the ORO envelope status (shoppingbench.md §6.2), stored with every record."""
@@ -24,11 +25,11 @@ Flavor = Literal["upstream", "oro"]
 FLAVORS: tuple[str, ...] = get_args(Flavor)
 
 SearchAxis = Literal["A", "B"]
-"""Who asked for one search call (gateway attribution): A, the LLM emitted it; B, Python issued it (e.g. inside
-an ORO composite tool)."""
+"""Who asked for one search call (gateway attribution): A, the LLM emitted it; B, Python issued it (e.g.
+inside an ORO composite tool)."""
 SEARCH_AXES: tuple[str, ...] = get_args(SearchAxis)
 
 Axis = Literal["A", "B", "mixed", "none"]
-"""A whole trajectory's axis: A, the LLM emitted every search call; B, Python did; ``mixed``: both; ``none``: no
-search call."""
+"""A whole trajectory's axis: A, the LLM emitted every search call; B, Python did; ``mixed``: both;
+``none``: no search call."""
 AXES: tuple[str, ...] = get_args(Axis)

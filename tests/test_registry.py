@@ -1,4 +1,4 @@
-"""The generic registry: closest-name hints, refused duplicates, lazy entries; and the registries built on it."""
+"""The generic registry (closest-name hints, refused duplicates, lazy entries) and the registries on it."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def test_unknown_name_raises_the_registry_error_with_the_closest_name() -> None:
 
 def test_unknown_can_quote_the_whole_spec_and_offer_more_choices() -> None:
     err = colours().unknown("redd", also=["blue"], shown="redd:light")
-    assert err.message == "unknown colour 'redd:light'" and "did you mean red?" in str(err) and "blue" in str(err)
+    assert err.message == "unknown colour 'redd:light'"
+    assert "did you mean red?" in str(err) and "blue" in str(err)
 
 
 def test_duplicate_and_empty_names_are_refused() -> None:
@@ -96,10 +97,12 @@ def test_model_backends_are_lazy_until_used() -> None:
     """Listing the schemes imports no backend module (so neither transformers nor torch)."""
     code = ("import sys\nfrom shoparena.llm.types import backend_schemes, get_backend\n"
             "assert backend_schemes() == ['hf', 'openai', 'policy'], backend_schemes()\n"
-            "heavy = ['shoparena.llm.hf_backend', 'shoparena.llm.openai_backend', 'shoparena.llm.policies', 'torch']\n"
+            "heavy = ['shoparena.llm.hf_backend', 'shoparena.llm.openai_backend', 'shoparena.llm.policies',"
+            " 'torch']\n"
             "assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]\n"
             "get_backend('policy:expert')\n"
-            "assert 'shoparena.llm.policies' in sys.modules and 'shoparena.llm.hf_backend' not in sys.modules\n")
+            "assert 'shoparena.llm.policies' in sys.modules\n"
+            "assert 'shoparena.llm.hf_backend' not in sys.modules\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr

@@ -36,8 +36,9 @@ def test_one_envelope_shared_by_sandbox_and_records() -> None:
 
     assert sandbox_envelope is Envelope
     line = Envelope(problem_id="p1", status="TIMED_OUT", execution_time=1.5).model_dump()
-    assert tuple(line) == ENVELOPE_KEYS == ("problem_id", "status", "execution_time", "inference_failure_count",
-                                             "inference_total", "error", "dialogue")
+    keys = ("problem_id", "status", "execution_time", "inference_failure_count", "inference_total", "error",
+            "dialogue")
+    assert tuple(line) == ENVELOPE_KEYS == keys
     assert read_envelope(line) is line
     with pytest.raises(DataError, match="bad status"):
         read_envelope({**line, "status": "CRASHED"})
@@ -50,7 +51,7 @@ def test_scorer_reads_the_envelope_it_shares() -> None:
     from shoparena.scoring.steps import unwrap
 
     call = {"name": "recommend_product", "parameters": {"product_ids": "1"}}
-    env = Envelope(problem_id="p1", status="FAILED", execution_time=0.1, error={"type": "Boom", "message": "x"},
-                   dialogue=[{"tool_call": [call]}])
+    env = Envelope(problem_id="p1", status="FAILED", execution_time=0.1,
+                   error={"type": "Boom", "message": "x"}, dialogue=[{"tool_call": [call]}])
     got = unwrap(env.model_dump())
     assert (got.problem_id, got.status, got.error, len(got.steps)) == ("p1", "FAILED", "Boom: x", 1)

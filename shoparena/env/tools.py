@@ -1,11 +1,11 @@
 """The tool registry and its profiles (shoppingbench.md §4).
 
 One registry (``@register``), one classification (:func:`tool_kind` and the ``*_TOOLS`` sets every other
-package reads instead of spelling tool names out), three profiles: ``upstream4`` (find_product, view_product_information,
-recommend_product, terminate), ``oro7`` (+ check_product_match, find_products_in_same_shop,
-calculate_voucher; find_product with ORO's in-shop fallbacks) and ``oro_sft4`` (the upstream four with the
-loose schemas of ORO's released SFT corpus, §4.3). ``web_search`` and ``python_execute`` can be added to
-any profile; offline both answer with an error observation.
+package reads instead of spelling tool names out), three profiles: ``upstream4`` (find_product,
+view_product_information, recommend_product, terminate), ``oro7`` (+ check_product_match,
+find_products_in_same_shop, calculate_voucher; find_product with ORO's in-shop fallbacks) and ``oro_sft4``
+(the upstream four with the loose schemas of ORO's released SFT corpus, §4.3). ``web_search`` and
+``python_execute`` can be added to any profile; offline both answer with an error observation.
 
 A handler takes ``(arguments, context)`` and returns a JSON-serialisable observation. Handlers raise
 :class:`ArgError` for bad arguments; :meth:`Toolset.execute` turns that (and anything else) into an error
@@ -100,12 +100,12 @@ OPTIONAL_TOOLS: tuple[str, ...] = ("web_search", "python_execute")
 # ── tool classification: the one place that says what kind of tool a name is ─────────────────────────────
 
 ToolKind = Literal["search", "composite", "answer", "optional"]
-"""``search``: a catalog search primitive (one gateway search endpoint each); ``composite``: ORO's Python tools
-that run searches on the model's behalf; ``answer``: the calls that finish an episode; ``optional``: the
+"""``search``: a catalog search primitive (one gateway search endpoint each); ``composite``: ORO's Python
+tools that run searches on the model's behalf; ``answer``: the calls that finish an episode; ``optional``: the
 add-on tools (web search, python)."""
 
 SEARCH_TOOLS: frozenset[str] = frozenset({"find_product", "view_product_information"})
-"""The catalog search primitives: the gateway's search endpoints, the calls its log attributes to axis A or B."""
+"""The catalog search primitives: the gateway's search endpoints, the calls its log attributes to an axis."""
 COMPOSITE_TOOLS: frozenset[str] = frozenset({"check_product_match", "find_products_in_same_shop",
                                              "calculate_voucher"})
 """ORO's composite tools (oro7): Python that issues search calls for the model (axis B inside an agent)."""

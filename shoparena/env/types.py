@@ -234,8 +234,8 @@ class Episode(BaseModel):
 
 
 class Envelope(BaseModel):
-    """ORO ``output.jsonl`` line for one problem (shoppingbench.md §6.2): what a sandboxed agent run gives back and
-    what an episode is written as. The one definition: the sandbox builds it, the scorer reads it."""
+    """ORO ``output.jsonl`` line for one problem (shoppingbench.md §6.2): what a sandboxed agent run gives
+    back and what an episode is written as. The one definition: the sandbox builds it, the scorer reads it."""
 
     model_config = _FROZEN
 

@@ -25,8 +25,8 @@ from shoparena.types import Mode
 
 
 class Unwrapped(NamedTuple):
-    """What the scorer needs from a step list or an ORO envelope (:class:`~shoparena.env.types.Envelope`, read
-    tolerantly here: a stored line may miss keys): the steps, and the envelope's id, status and rendered error."""
+    """What the scorer needs from a step list or an ORO envelope (:class:`~shoparena.env.types.Envelope`,
+    read tolerantly here: a stored line may miss keys): the steps, and the envelope's id, status and error."""
 
     steps: list[Any]
     problem_id: str | None

@@ -283,7 +283,8 @@ def test_tool_classification_covers_every_registered_tool_once() -> None:
     assert {tools.tool_kind(n) for n in oro7.names} == {"search", "composite", "answer", "optional"}
     assert tools.tool_kind("find_products") is None and tools.tool_kind("") is None
     kinds = (tools.SEARCH_TOOLS, tools.COMPOSITE_TOOLS, tools.ANSWER_TOOLS, frozenset(tools.OPTIONAL_TOOLS))
-    assert sum(len(k) for k in kinds) == len(oro7.names) == len(frozenset().union(*kinds))  # disjoint, complete
+    union: frozenset[str] = frozenset().union(*kinds)
+    assert sum(len(k) for k in kinds) == len(oro7.names) == len(union)  # disjoint and complete
     assert tools.SEARCH_TOOLS | tools.ANSWER_TOOLS == frozenset(tools.PROFILES["upstream4"])
     assert tools.VERIFY_TOOLS <= tools.SEARCH_TOOLS | tools.COMPOSITE_TOOLS
     assert tools.LISTING_TOOLS <= tools.SEARCH_TOOLS | tools.COMPOSITE_TOOLS

@@ -106,7 +106,7 @@ def make_service(products: list[Any], tmp_path: Any) -> SearchService:
 
 def make_gateway(service: SearchService, *, limits: Limits | None = None, style: str = "native",
                  clock: Clock | None = None) -> Gateway:
-    """A gateway over ``service`` with the two test backends (allowlist = their names); ``clock`` drives its rate
-    limiter (a :class:`~shoparena.clock.ManualClock` lets a test step time instead of sleeping)."""
+    """A gateway over ``service`` with the two test backends (allowlist = their names); ``clock`` drives its
+    rate limiter (a :class:`~shoparena.clock.ManualClock` lets a test step time instead of sleeping)."""
     backends = {DIRECTIVE: DirectiveBackend(), REACT: MiniReactBackend(style)}
     return Gateway(service, backends, limits=limits or Limits.unlimited(), clock=clock)

@@ -129,7 +129,7 @@ def features(t: Trajectory) -> Features:
             elif not recommended:
                 if name == "recommend_product":
                     recommended = True
-                elif name in VERIFY_TOOLS and (searched or name in COMPOSITE_TOOLS):  # a view checks what was found
+                elif name in VERIFY_TOOLS and (searched or name in COMPOSITE_TOOLS):  # a view verifies a find
                     verified = True
     penalty += max(0, run_len - 2)
     final = answer if isinstance(answer, str) else orjson.dumps(answer)

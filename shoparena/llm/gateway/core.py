@@ -76,7 +76,8 @@ class Gateway:
     """
 
     def __init__(self, search: Any, backends: Backends = None, *, allowed_models: Iterable[str] | None = None,
-                 limits: Limits | None = None, default_model: str | None = None, clock: Clock | None = None) -> None:
+                 limits: Limits | None = None, default_model: str | None = None,
+                 clock: Clock | None = None) -> None:
         self.search = search
         self._fast = hasattr(search, "ranked_docs") and hasattr(search, "index")
         if allowed_models is not None:

@@ -32,9 +32,9 @@ from shoparena.validator.judge.types import (
 )
 
 __all__ = [
-    "GATE_SCORES", "JUDGES", "PASS_SCORE", "SCORES", "CitedSpan", "Judge", "JudgeFailure", "LLMJudge", "LLMJudgeConfig",
-    "RenderedTrace", "RubricJudge", "Verdict", "coefficient", "final_score", "get_judge", "judge", "judge_kinds",
-    "mean_quality", "render_trace", "span_errors",
+    "GATE_SCORES", "JUDGES", "PASS_SCORE", "SCORES", "CitedSpan", "Judge", "JudgeFailure", "LLMJudge",
+    "LLMJudgeConfig", "RenderedTrace", "RubricJudge", "Verdict", "coefficient", "final_score", "get_judge",
+    "judge", "judge_kinds", "mean_quality", "render_trace", "span_errors",
 ]
 
 JUDGES: Registry[Callable[[str, Any], Judge]] = Registry(

@@ -48,8 +48,8 @@ def get_sandbox(name: str = "bubblewrap", *, allow_non_hermetic: bool = False, *
     docker). A non-hermetic backend raises :class:`ConfigError` unless ``allow_non_hermetic`` is set."""
     sandbox = SANDBOXES.get(name)(**options)
     if not sandbox.hermetic and not allow_non_hermetic:
-        raise ConfigError(f"the {sandbox.name!r} sandbox does not isolate the agent (it can read the catalog and the "
-                          "ground truth, and reach the network)",
+        raise ConfigError(f"the {sandbox.name!r} sandbox does not isolate the agent (it can read the catalog "
+                          "and the ground truth, and reach the network)",
                           hint="use bubblewrap or docker; for tests of the validator logic only, pass "
                                "--allow-non-hermetic")
     return sandbox
