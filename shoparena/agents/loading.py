@@ -8,25 +8,24 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from shoparena.errors import ConfigError, NotFoundError, closest
+from shoparena.errors import ConfigError
+from shoparena.registry import Registry
 
 _HERE = Path(__file__).resolve().parent
-#: Built-in agent name → its single file.
-BUILTIN_AGENTS: dict[str, Path] = {name: _HERE / f"{name}.py" for name in ("react", "oro7", "pipeline")}
+BUILTIN_AGENTS: Registry[Path] = Registry("agent", usage="or the path of a .py agent file")
+"""Built-in agent name → its single file."""
+for _name in ("react", "oro7", "pipeline"):
+    BUILTIN_AGENTS.add(_name, _HERE / f"{_name}.py")
 
 
 def agent_path(spec: str) -> Path:
     """A built-in agent name (``react``, ``oro7``, ``pipeline``) or the path of an agent file."""
     if spec in BUILTIN_AGENTS:
-        return BUILTIN_AGENTS[spec]
+        return BUILTIN_AGENTS.get(spec)
     path = Path(spec)
     if path.suffix == ".py" and path.is_file():
         return path.resolve()
-    near = closest(spec, list(BUILTIN_AGENTS))
-    raise NotFoundError(
-        f"no agent {spec!r}",
-        hint=(f"did you mean {near}? " if near else "") + f"built-ins: {', '.join(BUILTIN_AGENTS)}; or a .py file",
-    )
+    raise BUILTIN_AGENTS.unknown(spec)
 
 
 def load_agent(path: str | Path) -> ModuleType:

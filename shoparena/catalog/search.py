@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 import regex
@@ -24,11 +24,11 @@ from shoparena.catalog.index import DocFilter, SearchIndex, TooManyClauses
 from shoparena.catalog.index_build import service_mask
 from shoparena.catalog.types import SERVICE_CODES, VIEW_FIELDS, Product
 from shoparena.errors import ConfigError
+from shoparena.types import FLAVORS as FLAVORS
+from shoparena.types import MODES as MODES
+from shoparena.types import Flavor
+from shoparena.types import Mode as Mode
 
-Mode = Literal["upstream", "strict"]
-Flavor = Literal["upstream", "oro"]
-MODES: tuple[str, ...] = ("upstream", "strict")
-FLAVORS: tuple[str, ...] = ("upstream", "oro")
 SORTS: tuple[str, ...] = ("order", "priceasc", "pricedesc")
 PAGE_SIZE = 10
 MAX_PAGE = 5

@@ -19,7 +19,8 @@ from fastapi.responses import Response
 
 from shoparena import __version__
 from shoparena.catalog.index import SearchIndex
-from shoparena.catalog.search import Flavor, Mode, SearchService
+from shoparena.catalog.search import SearchService
+from shoparena.types import Flavor, Mode
 
 UPSTREAM_PORT = 5631
 ORO_PORT = 5632

@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 import orjson
 
+from shoparena.types import Axis
+
 __all__ = ["Axis", "AxisSource", "Rejection", "SourceKind", "StageReport", "Trajectory", "trajectory_id"]
 
 SourceKind = Literal["store", "rollout", "oro_envelope", "oro_sft", "rewrite"]
 """Where a row came from: a store record, an upstream ShoppingBench rollout file, an ORO ``output.jsonl`` envelope,
 an ORO SFT row (``messages`` + flat ``tools``), or the axis-B → axis-A rewriter."""
-Axis = Literal["A", "B", "mixed", "none"]
-"""A: the LLM emitted every search call; B: Python did; mixed: both; none: no search call."""
 AxisSource = Literal["call_log", "text", "rewrite"]
 """How :attr:`Trajectory.axis` was decided: the gateway's call-log attribution, the text-only heuristic for imported
 traces without a call log, or set by the rewriter."""

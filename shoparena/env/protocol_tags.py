@@ -17,17 +17,17 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import regex as re
 
 from shoparena.env.types import AssistantMessage
+from shoparena.types import Flavor
 
 HISTORY_HEADER = "# Dialogue Records History\n"
 OUTPUT_TAGS: tuple[str, ...] = ("think", "tool_call", "response")
 _TAG_RE = {tag: re.compile(f"<{tag}>(.+?)</{tag}>", re.DOTALL) for tag in OUTPUT_TAGS}
 
-TagFlavor = Literal["upstream", "oro"]
 
 
 def tool_call_id(name: str, parameters: Any, length: int = 8) -> str:
@@ -169,7 +169,7 @@ class TagHistory:
 
     __slots__ = ("_blocks", "_dumps", "flavor")
 
-    def __init__(self, query: str, flavor: TagFlavor = "upstream") -> None:
+    def __init__(self, query: str, flavor: Flavor = "upstream") -> None:
         self.flavor = flavor
         self._dumps = ujson_dumps if flavor == "upstream" else oro_dumps
         self._blocks: list[str] = [f"<user>{query}</user>"] if query else []

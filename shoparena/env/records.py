@@ -24,8 +24,10 @@ from typing import Any
 from shoparena.env.output import OutputDefect, validate_steps
 from shoparena.env.protocol_tags import Parsed, render_content, tool_call_id
 from shoparena.env.tools import ArgError, arg_ids
+from shoparena.env.types import ENVELOPE_KEYS as ENVELOPE_KEYS
 from shoparena.env.types import Episode, RecordFlavor
 from shoparena.errors import DataError
+from shoparena.types import STATUSES
 
 META = "step_meta"
 _MISSING = object()
@@ -287,8 +289,6 @@ def episode_envelope(episode: Episode) -> dict[str, Any]:
     }
 
 
-ENVELOPE_KEYS = ("problem_id", "status", "execution_time", "inference_failure_count", "inference_total",
-                 "error", "dialogue")
 
 
 def read_envelope(obj: dict[str, Any], *, check_steps: bool = True) -> dict[str, Any]:
@@ -298,7 +298,7 @@ def read_envelope(obj: dict[str, Any], *, check_steps: bool = True) -> dict[str,
     extra = [k for k in obj if k not in ENVELOPE_KEYS]
     if missing or extra:
         raise DataError(f"ORO envelope: missing keys {missing}, unknown keys {extra}")
-    if obj["status"] not in ("SUCCESS", "FAILED", "TIMED_OUT"):
+    if obj["status"] not in STATUSES:
         raise DataError(f"ORO envelope: bad status {obj['status']!r}", hint="SUCCESS, FAILED or TIMED_OUT")
     err = obj.get("error")
     if err is not None and not (isinstance(err, dict) and {"type", "message"} <= set(err)):

@@ -1,10 +1,11 @@
 """The tool registry and its profiles (shoppingbench.md §4).
 
-One registry (``@register``), three profiles: ``upstream4`` (find_product, view_product_information,
-recommend_product, terminate), ``oro7`` (+ check_product_match, find_products_in_same_shop,
-calculate_voucher; find_product with ORO's in-shop fallbacks) and ``oro_sft4`` (the upstream four with the
-loose schemas of ORO's released SFT corpus, §4.3). ``web_search`` and ``python_execute`` can be added to
-any profile; offline both answer with an error observation.
+One registry (``@register``), one classification (:func:`tool_kind` and the ``*_TOOLS`` sets every other
+package reads instead of spelling tool names out), three profiles: ``upstream4`` (find_product,
+view_product_information, recommend_product, terminate), ``oro7`` (+ check_product_match,
+find_products_in_same_shop, calculate_voucher; find_product with ORO's in-shop fallbacks) and ``oro_sft4``
+(the upstream four with the loose schemas of ORO's released SFT corpus, §4.3). ``web_search`` and
+``python_execute`` can be added to any profile; offline both answer with an error observation.
 
 A handler takes ``(arguments, context)`` and returns a JSON-serialisable observation. Handlers raise
 :class:`ArgError` for bad arguments; :meth:`Toolset.execute` turns that (and anything else) into an error
@@ -16,11 +17,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from shoparena.catalog.types import SearchBackend
 from shoparena.env.protocol_tags import ujson_dumps
 from shoparena.errors import ConfigError, closest
+from shoparena.registry import Registry
 
 
 class ArgError(Exception):
@@ -69,15 +71,19 @@ class Tool:
         return f"Name: {self.name}\nDescription: {self.description}\nParameters: {ujson_dumps(self.parameters)}"
 
 
-TOOLS: dict[str, Tool] = {}
-"""The registry: canonical (upstream / ORO) definition of every tool by name."""
+def _load_tools() -> None:
+    from shoparena.env import tools_oro, tools_upstream  # noqa: F401  (registration side effect)
+
+
+TOOLS: Registry[Tool] = Registry("tool", error=ConfigError, loader=_load_tools)
+"""The registry: canonical (upstream / ORO) definition of every tool by name (a profile picks from it)."""
 
 
 def register(name: str, description: str, parameters: dict[str, Any]) -> Callable[[Handler], Handler]:
     """Decorator registering a handler as tool ``name``."""
 
     def deco(handler: Handler) -> Handler:
-        TOOLS[name] = Tool(name, description, parameters, handler)
+        TOOLS.add(name, Tool(name, description, parameters, handler))
         return handler
 
     return deco
@@ -90,6 +96,37 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "oro_sft4": UPSTREAM4,
 }
 OPTIONAL_TOOLS: tuple[str, ...] = ("web_search", "python_execute")
+
+# ── tool classification: the one place that says what kind of tool a name is ─────────────────────────────
+
+ToolKind = Literal["search", "composite", "answer", "optional"]
+"""``search``: a catalog search primitive (one gateway search endpoint each); ``composite``: ORO's Python
+tools that run searches on the model's behalf; ``answer``: the calls that finish an episode; ``optional``: the
+add-on tools (web search, python)."""
+
+SEARCH_TOOLS: frozenset[str] = frozenset({"find_product", "view_product_information"})
+"""The catalog search primitives: the gateway's search endpoints, the calls its log attributes to an axis."""
+COMPOSITE_TOOLS: frozenset[str] = frozenset({"check_product_match", "find_products_in_same_shop",
+                                             "calculate_voucher"})
+"""ORO's composite tools (oro7): Python that issues search calls for the model (axis B inside an agent)."""
+ANSWER_TOOLS: frozenset[str] = frozenset({"recommend_product", "terminate"})
+"""The calls that finish an episode: recommend the answer, stop."""
+VERIFY_TOOLS: frozenset[str] = frozenset({"view_product_information", "check_product_match"})
+"""Calls that check a candidate's details (a verification step in a trace, once something was searched)."""
+LISTING_TOOLS: frozenset[str] = frozenset({"find_product", "find_products_in_same_shop"})
+"""Calls whose observation lists candidate products."""
+NON_SEARCH_TOOLS: frozenset[str] = ANSWER_TOOLS | {"calculate_voucher", "python_execute"}
+"""Calls that look nothing up (neither the catalog nor the web)."""
+
+_KINDS: dict[str, ToolKind] = {
+    **dict.fromkeys(SEARCH_TOOLS, "search"), **dict.fromkeys(COMPOSITE_TOOLS, "composite"),
+    **dict.fromkeys(ANSWER_TOOLS, "answer"), **dict.fromkeys(OPTIONAL_TOOLS, "optional"),
+}
+
+
+def tool_kind(name: str) -> ToolKind | None:
+    """The kind of tool ``name`` (:data:`ToolKind`), or None for a name no profile has."""
+    return _KINDS.get(name)
 
 
 def error_obs(tool: str, message: str, argument: str | None = None) -> dict[str, Any]:
@@ -137,13 +174,8 @@ class Toolset:
             return error_obs(name, f"{type(exc).__name__}: {exc}")
 
 
-def _load_tools() -> None:
-    from shoparena.env import tools_oro, tools_upstream  # noqa: F401  (registration side effect)
-
-
 def get_toolset(profile: str = "upstream4", *, web_search: bool = False, python_execute: bool = False) -> Toolset:
     """The toolset of ``profile``, optionally with ``web_search`` / ``python_execute`` appended."""
-    _load_tools()
     if profile not in PROFILES:
         hint = closest(profile, list(PROFILES))
         raise ConfigError(f"unknown tool profile {profile!r}; expected one of {sorted(PROFILES)}",

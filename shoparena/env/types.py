@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoparena.types import Flavor, Status
+
 StopReason = Literal["terminate", "max_steps", "empty_output", "error"]
 ProtocolName = Literal["tags", "native"]
 ProfileName = Literal["upstream4", "oro7", "oro_sft4"]
@@ -170,7 +172,7 @@ class EpisodeConfig(BaseModel):
     auto_recommend: bool = False
     """ORO rescue: if no recommend_product succeeded, recommend the first (product task) or all seen
     candidates in an extra step. Opt-in; off for strict evaluation."""
-    tag_flavor: Literal["upstream", "oro"] | None = None
+    tag_flavor: Flavor | None = None
     """History rendering of the tag protocol: upstream (ujson, ids, one block per turn) or ORO (json,
     no ids, one block per part). Default follows the profile."""
     react: bool = False
@@ -229,3 +231,24 @@ class Episode(BaseModel):
     usage: Usage | None = None
     """Summed token counts when the policy reported them."""
     timings: Timings
+
+
+class Envelope(BaseModel):
+    """ORO ``output.jsonl`` line for one problem (shoppingbench.md §6.2): what a sandboxed agent run gives
+    back and what an episode is written as. The one definition: the sandbox builds it, the scorer reads it."""
+
+    model_config = _FROZEN
+
+    problem_id: str
+    status: Status
+    execution_time: float
+    inference_failure_count: int = 0
+    inference_total: int = 0
+    error: dict[str, str] | None = None
+    """``{type, message}``."""
+    dialogue: list[dict[str, Any]] | None = None
+    """The agent's step list (upstream/ORO step records), or None when it produced none."""
+
+
+#: The keys of an envelope line, in ORO's order.
+ENVELOPE_KEYS: tuple[str, ...] = tuple(Envelope.model_fields)

@@ -22,7 +22,7 @@ from typing import Any
 from shoparena.env.protocol_native import parse_qwen3
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
 from shoparena.errors import ConfigError, NotFoundError
-from shoparena.llm.types import ChatBackend, Sampling, backend
+from shoparena.llm.types import ChatBackend, Sampling
 
 __all__ = ["DEFAULT_MAX_NEW_TOKENS", "HFBackend", "completion_to_message"]
 
@@ -190,6 +190,6 @@ def _clip(text: str, stop: list[str] | None) -> str:
     return text[:cut]
 
 
-@backend("hf")
-def _from_uri(rest: str) -> ChatBackend:
+def from_uri(rest: str) -> ChatBackend:
+    """The ``hf:`` scheme's factory (registered lazily in :data:`shoparena.llm.types.BACKENDS`)."""
     return HFBackend(rest)

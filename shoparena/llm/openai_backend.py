@@ -25,7 +25,7 @@ from typing import Any
 
 from shoparena.env.types import AssistantMessage
 from shoparena.errors import ConfigError
-from shoparena.llm.types import ChatBackend, Sampling, backend
+from shoparena.llm.types import ChatBackend, Sampling
 from shoparena.llm.wire import BackendError, assistant_from_wire, sampling_to_request
 
 __all__ = ["OpenAIBackend", "parse_openai_uri"]
@@ -198,6 +198,6 @@ def _status_hint(status: int, model: str) -> str:
     return "the server failed even after retries; check its logs"
 
 
-@backend("openai")
-def _from_uri(rest: str) -> ChatBackend:
+def from_uri(rest: str) -> ChatBackend:
+    """The ``openai:`` scheme's factory (registered lazily in :data:`shoparena.llm.types.BACKENDS`)."""
     return OpenAIBackend(*parse_openai_uri(rest))

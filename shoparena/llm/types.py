@@ -22,11 +22,20 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from shoparena.env.types import AssistantMessage
-from shoparena.errors import ConfigError, closest
+from shoparena.errors import ConfigError
+from shoparena.registry import Registry
 
 __all__ = [
-    "BackendPolicy", "ChatBackend", "Sampling", "SyncBackendPolicy", "backend", "backend_schemes", "chat_sync",
-    "get_backend", "policy_for",
+    "BACKENDS",
+    "BackendPolicy",
+    "ChatBackend",
+    "Sampling",
+    "SyncBackendPolicy",
+    "backend",
+    "backend_schemes",
+    "chat_sync",
+    "get_backend",
+    "policy_for",
 ]
 
 
@@ -55,43 +64,29 @@ class ChatBackend(Protocol):
                    sampling: Sampling | None = None) -> AssistantMessage: ...
 
 
-_REGISTRY: dict[str, Callable[[str], ChatBackend]] = {}
+BACKENDS: Registry[Callable[[str], ChatBackend]] = Registry(
+    "model backend", error=ConfigError, usage="use openai:<base_url>/<model>, hf:<path> or policy:<name>")
+"""Model-URI scheme → factory ``(rest_of_uri) -> ChatBackend``; the built-ins are imported on first use."""
+BACKENDS.lazy("openai", "shoparena.llm.openai_backend:from_uri")
+BACKENDS.lazy("hf", "shoparena.llm.hf_backend:from_uri", install="pip install 'shoparena[hf]'")
+BACKENDS.lazy("policy", "shoparena.llm.policies:get_policy")
 
 
 def backend(scheme: str) -> Callable[[Callable[[str], ChatBackend]], Callable[[str], ChatBackend]]:
     """Register a backend factory for ``scheme:`` URIs."""
-
-    def register(factory: Callable[[str], ChatBackend]) -> Callable[[str], ChatBackend]:
-        _REGISTRY[scheme] = factory
-        return factory
-
-    return register
-
-
-def _load_builtin_backends() -> None:
-    # Importing the modules registers their schemes; optional dependencies are imported lazily inside them.
-    import shoparena.llm.hf_backend
-    import shoparena.llm.openai_backend
-    import shoparena.llm.policies  # noqa: F401
+    return BACKENDS.register(scheme)
 
 
 def backend_schemes() -> list[str]:
-    _load_builtin_backends()
-    return sorted(_REGISTRY)
+    return BACKENDS.names()
 
 
 def get_backend(uri: str) -> ChatBackend:
     """The backend a model URI names (``scheme:rest``)."""
-    _load_builtin_backends()
     scheme, sep, rest = uri.partition(":")
-    if not sep or scheme not in _REGISTRY:
-        near = closest(scheme, list(_REGISTRY))
-        raise ConfigError(
-            f"unknown model URI {uri!r}",
-            hint=(f"did you mean {near}:…? " if near else "")
-            + "use openai:<base_url>/<model>, hf:<path> or policy:<name>",
-        )
-    return _REGISTRY[scheme](rest)
+    if not sep:
+        raise BACKENDS.unknown(scheme, shown=uri)
+    return BACKENDS.get(scheme)(rest)
 
 
 def chat_sync(backend: ChatBackend, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 from shoparena.errors import ConfigError
 from shoparena.scoring.metrics import bootstrap_ci, default_ks, pass_at_k, pass_hat_k
-from shoparena.scoring.types import FIELDS, BucketReport, Mode, ProblemScore, ScoreReport
+from shoparena.scoring.types import FIELDS, BucketReport, ProblemScore, ScoreReport
 from shoparena.tasks.types import ASR_BUCKETS
+from shoparena.types import Mode
 
 
 @dataclass

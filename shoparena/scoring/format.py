@@ -24,7 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shoparena.scoring.types import TIMESTAMP_MISSING_PENALTY, Mode, ParityFlags
+from shoparena.scoring.types import TIMESTAMP_MISSING_PENALTY, ParityFlags
+from shoparena.types import Mode
 
 #: Tags of a model output, in protocol order (upstream ``OUTPUT_ROLES``).
 OUTPUT_ROLES: tuple[str, ...] = ("think", "tool_call", "response")

@@ -21,10 +21,10 @@ from shoparena.scoring.types import (
     TITLE_THRESHOLD,
     AxisScore,
     ItemScore,
-    Mode,
 )
 from shoparena.tasks.constraints import AxisCount, price_axis, service_axis, sku_attr_axis
 from shoparena.tasks.types import Problem, RewardItem
+from shoparena.types import Mode
 
 
 def axis_totals(item: RewardItem) -> dict[str, int]:

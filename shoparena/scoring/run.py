@@ -18,8 +18,9 @@ from shoparena.scoring.aggregate import aggregate
 from shoparena.scoring.rollouts import Rollout, RolloutLoadReport, load_rollouts, match_rollouts
 from shoparena.scoring.scorer import Scorer
 from shoparena.scoring.similarity import TitleSimilarity, get_similarity
-from shoparena.scoring.types import Mode, ParityFlags, ProblemScore, ScoreReport
+from shoparena.scoring.types import ParityFlags, ProblemScore, ScoreReport
 from shoparena.tasks.types import Problem
+from shoparena.types import Mode
 
 
 class ScoreConfig(BaseModel):

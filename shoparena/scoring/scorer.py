@@ -25,9 +25,10 @@ from shoparena.scoring.format import length_reward, trajectory_format
 from shoparena.scoring.items import axis_totals, knowledge_scores, score_item
 from shoparena.scoring.similarity import LexicalSimilarity, TitleSimilarity
 from shoparena.scoring.steps import last_recommendation, split_ids, unwrap
-from shoparena.scoring.types import FIELDS, MODES, ItemScore, Mode, ParityFlags, ProblemScore
+from shoparena.scoring.types import FIELDS, ItemScore, ParityFlags, ProblemScore
 from shoparena.tasks.constraints import voucher_applies, voucher_discounted, within_budget
 from shoparena.tasks.types import Problem
+from shoparena.types import MODES, Mode
 
 
 def is_successful(bucket: str, rule: float, shop: float | None = None, budget: float | None = None) -> bool:

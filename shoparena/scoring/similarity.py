@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import regex
 
-from shoparena.errors import ConfigError, closest
+from shoparena.errors import ConfigError
+from shoparena.registry import Registry
 
 if TYPE_CHECKING:
     from shoparena.tasks.types import Problem
@@ -228,32 +229,24 @@ class PrecomputedSimilarity:
 # ---------------------------------------------------------------------------------------------- registry
 
 SimilarityFactory = Callable[[str | None], TitleSimilarity]
-_REGISTRY: dict[str, SimilarityFactory] = {}
+SIMILARITIES: Registry[SimilarityFactory] = Registry(
+    "similarity backend", error=ConfigError, usage="lexical, embedding[:<model>] or precomputed[:<model>]")
+"""Backend name → factory ``(argument or None) -> TitleSimilarity``."""
 
 
 def register_similarity(name: str) -> Callable[[SimilarityFactory], SimilarityFactory]:
     """Register a factory ``(argument or None) -> TitleSimilarity`` under ``name``."""
-
-    def deco(factory: SimilarityFactory) -> SimilarityFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+    return SIMILARITIES.register(name)
 
 
 def similarity_names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+    return tuple(SIMILARITIES.names())
 
 
 def get_similarity(spec: str | None = None) -> TitleSimilarity:
     """A backend from ``name[:argument]`` (``lexical``, ``embedding:/models/qwen3``, ``precomputed``)."""
     name, _, arg = (spec or "lexical").partition(":")
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        guess = closest(name, similarity_names())
-        raise ConfigError(f"unknown similarity backend {name!r}",
-                          hint=f"did you mean {guess!r}?" if guess else f"one of {similarity_names()}")
-    return factory(arg or None)
+    return SIMILARITIES.get(name)(arg or None)
 
 
 @register_similarity("lexical")

@@ -17,22 +17,21 @@ restores upstream's "not a string ⇒ no recommendation".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from shoparena.scoring.format import step_tool_calls
-from shoparena.scoring.types import Mode, ParityFlags
+from shoparena.scoring.types import ParityFlags
+from shoparena.types import Mode
 
 
-class Envelope:
-    """The parts of an ORO envelope (§6.2) the scorer needs; tolerant of missing keys."""
+class Unwrapped(NamedTuple):
+    """What the scorer needs from a step list or an ORO envelope (:class:`~shoparena.env.types.Envelope`,
+    read tolerantly here: a stored line may miss keys): the steps, and the envelope's id, status and error."""
 
-    __slots__ = ("error", "problem_id", "status", "steps")
-
-    def __init__(self, steps: list[Any], problem_id: str | None, status: str | None, error: str | None):
-        self.steps = steps
-        self.problem_id = problem_id
-        self.status = status
-        self.error = error
+    steps: list[Any]
+    problem_id: str | None
+    status: str | None
+    error: str | None
 
 
 def is_envelope(obj: Any) -> bool:
@@ -40,16 +39,16 @@ def is_envelope(obj: Any) -> bool:
     return isinstance(obj, Mapping) and ("dialogue" in obj or "status" in obj)
 
 
-def unwrap(obj: Any) -> Envelope:
+def unwrap(obj: Any) -> Unwrapped:
     """Steps plus envelope metadata from a step list or an ORO envelope (``dialogue: null`` ⇒ no steps)."""
     if isinstance(obj, Mapping):
         dialogue = obj.get("dialogue")
         steps = list(dialogue) if isinstance(dialogue, list) else []
         pid = obj.get("problem_id")
-        return Envelope(steps, str(pid) if pid is not None else None,
+        return Unwrapped(steps, str(pid) if pid is not None else None,
                         str(obj["status"]) if obj.get("status") is not None else None,
                         render_error(obj.get("error")))
-    return Envelope(list(obj) if isinstance(obj, list | tuple) else [], None, None, None)
+    return Unwrapped(list(obj) if isinstance(obj, list | tuple) else [], None, None, None)
 
 
 def render_error(error: Any) -> str | None:

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Mode = Literal["upstream", "strict"]
-MODES: tuple[str, ...] = ("upstream", "strict")
+from shoparena.types import MODES as MODES
+from shoparena.types import Mode as Mode
 
 #: The per-axis field names, exactly as upstream's ``FIELDS`` (shoppingbench.md §7.2).
 FIELDS: tuple[str, ...] = ("title", "price", "service", "sku & attrs")

@@ -16,9 +16,9 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoparena.types import Axis, Mode, Status
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-Axis = Literal["A", "B", "mixed", "none"]
-Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
 #: Fields left out of the content hash: the id itself and the time the record was sealed.
 UNHASHED_FIELDS = ("record_id", "created_at")
 
@@ -63,7 +63,7 @@ class PipelineVersion(BaseModel):
 
     scorer: str
     """e.g. ``shoparena-rule/1``."""
-    scorer_mode: Literal["upstream", "strict"]
+    scorer_mode: Mode
     similarity: str
     catalog_sha256: str
     judge: str

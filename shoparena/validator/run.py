@@ -25,6 +25,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from shoparena.tasks.types import Problem
+from shoparena.types import Mode
 from shoparena.validator.core import AgentSpec, ProblemResult, ValidatorConfig
 
 __all__ = ["RunConfig", "RunSummary", "run_agents", "validator_config"]
@@ -46,8 +47,8 @@ class RunConfig(BaseModel):
     """Problems at once; default: the number of CPU cores."""
     timeout_s: float = 300.0
     """Per agent call (ORO's per-problem limit)."""
-    search_mode: Literal["upstream", "strict"] = "upstream"
-    score_mode: Literal["upstream", "strict"] = "strict"
+    search_mode: Mode = "upstream"
+    score_mode: Mode = "strict"
     protocol: Literal["native", "tags"] | None = None
     """Protocol for the built-in ReAct agents (default native)."""
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoparena.types import Mode
 from shoparena.validator.sandbox.types import SandboxLimits
 
 __all__ = ["AgentSpec", "EvaluationSummary", "ProblemLine", "ValidatorConfig"]
@@ -31,13 +32,13 @@ class ValidatorConfig(BaseModel):
     """Permit the ``process`` sandbox (validator-logic tests only; never for untrusted code)."""
     workers: int | None = None
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
-    scorer_mode: Literal["upstream", "strict"] = "strict"
+    scorer_mode: Mode = "strict"
     similarity: str = "lexical"
     validator_hotkey: str | None = None
     temperature: float = 0.0
     seed: int = 0
     """Base of the per-(problem, sample) seeds (``SHOPARENA_SEED``; see ``core.sample_seed``)."""
-    search_mode: Literal["upstream", "strict"] = "upstream"
+    search_mode: Mode = "upstream"
     """Argument handling of the gateway's search service (its flavour is always ``oro``)."""
     protocol: Literal["native", "tags"] | None = None
     """``SHOPARENA_PROTOCOL`` for the built-in ReAct agents (None: their default, native)."""

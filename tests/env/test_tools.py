@@ -274,3 +274,33 @@ def test_calculate_voucher_coercion_and_errors() -> None:
     assert voucher(product_prices="1", voucher_type="fixed", threshold=1, budget=1)["argument"] == "discount_value"
     assert voucher(product_prices="1", voucher_type="fixed", discount_value="ten", threshold=1,
                    budget=1)["argument"] == "discount_value"
+
+
+def test_tool_classification_covers_every_registered_tool_once() -> None:
+    from shoparena.env import tools
+
+    oro7 = get_toolset("oro7", web_search=True, python_execute=True)
+    assert {tools.tool_kind(n) for n in oro7.names} == {"search", "composite", "answer", "optional"}
+    assert tools.tool_kind("find_products") is None and tools.tool_kind("") is None
+    kinds = (tools.SEARCH_TOOLS, tools.COMPOSITE_TOOLS, tools.ANSWER_TOOLS, frozenset(tools.OPTIONAL_TOOLS))
+    union: frozenset[str] = frozenset().union(*kinds)
+    assert sum(len(k) for k in kinds) == len(oro7.names) == len(union)  # disjoint and complete
+    assert tools.SEARCH_TOOLS | tools.ANSWER_TOOLS == frozenset(tools.PROFILES["upstream4"])
+    assert tools.VERIFY_TOOLS <= tools.SEARCH_TOOLS | tools.COMPOSITE_TOOLS
+    assert tools.LISTING_TOOLS <= tools.SEARCH_TOOLS | tools.COMPOSITE_TOOLS
+    assert not tools.NON_SEARCH_TOOLS & (tools.SEARCH_TOOLS | {"web_search"})
+
+
+def test_every_package_reads_the_one_classification() -> None:
+    from shoparena.corpus.normalize import NON_SEARCH_TOOLS
+    from shoparena.corpus.rewrite import FINAL_TOOLS, SEARCH_TOOLS
+    from shoparena.env import tools
+    from shoparena.llm.gateway import COMPOSITE_TOOLS
+    from shoparena.llm.gateway.app import SEARCH_PATHS
+    from shoparena.llm.policies.state import UPSTREAM4
+
+    assert SEARCH_TOOLS is tools.SEARCH_TOOLS and COMPOSITE_TOOLS is tools.COMPOSITE_TOOLS
+    assert FINAL_TOOLS is tools.ANSWER_TOOLS and NON_SEARCH_TOOLS is tools.NON_SEARCH_TOOLS
+    assert set(SEARCH_PATHS.values()) == tools.SEARCH_TOOLS
+    assert all(path == f"/search/{name}" for path, name in SEARCH_PATHS.items())
+    assert UPSTREAM4 == frozenset(tools.PROFILES["upstream4"])

@@ -15,6 +15,7 @@ from typing import Any
 
 from shoparena.catalog.index import SearchIndex
 from shoparena.catalog.search import SearchService
+from shoparena.clock import Clock
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
 from shoparena.llm.gateway import Gateway, Limits
 from shoparena.llm.types import Sampling
@@ -103,7 +104,9 @@ def make_service(products: list[Any], tmp_path: Any) -> SearchService:
     return SearchService(SearchIndex.build(products, tmp_path / "idx"))
 
 
-def make_gateway(service: SearchService, *, limits: Limits | None = None, style: str = "native") -> Gateway:
-    """A gateway over ``service`` with the two test backends (allowlist = their names)."""
+def make_gateway(service: SearchService, *, limits: Limits | None = None, style: str = "native",
+                 clock: Clock | None = None) -> Gateway:
+    """A gateway over ``service`` with the two test backends (allowlist = their names); ``clock`` drives its
+    rate limiter (a :class:`~shoparena.clock.ManualClock` lets a test step time instead of sleeping)."""
     backends = {DIRECTIVE: DirectiveBackend(), REACT: MiniReactBackend(style)}
-    return Gateway(service, backends, limits=limits or Limits.unlimited())
+    return Gateway(service, backends, limits=limits or Limits.unlimited(), clock=clock)

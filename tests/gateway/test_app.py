@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from shoparena.catalog.search import SearchService
+from shoparena.clock import ManualClock
 from shoparena.llm.gateway import Gateway, GatewayServer, Limits
 from tests.gateway import DIRECTIVE, REACT, directive, make_gateway, make_service
 
@@ -24,8 +25,13 @@ def service(tiny_products, tmp_path_factory) -> SearchService:
 
 
 @pytest.fixture(scope="module")
-def gateway(service) -> Gateway:
-    return make_gateway(service)
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture(scope="module")
+def gateway(service, clock) -> Gateway:
+    return make_gateway(service, clock=clock)
 
 
 @pytest.fixture(scope="module", params=["tcp", "unix"])
@@ -186,16 +192,26 @@ def test_search_and_inference_count_limits_answer_429(server, gateway) -> None:
     assert [r.status for r in log] == [200, 200, 429, 200, 429, 429]
 
 
-def test_rate_limit_is_a_token_bucket(server, gateway) -> None:
+def test_rate_limit_is_a_token_bucket(server, gateway, clock) -> None:
     run = open_run(gateway, limits=Limits(rate_per_s=20, burst=3, max_search_calls=None))
     with client(server, run.token) as c:
+
+        def find() -> int:
+            return c.get("/search/find_product", params={"q": "violin"}).status_code
+
         answers = [c.get("/search/find_product", params={"q": "violin"}) for _ in range(4)]
         assert [a.status_code for a in answers] == [200, 200, 200, 429]
         err = answers[3].json()["error"]
-        assert err["type"] == "rate_limited" and 0 < err["retry_after"] <= 0.05
-        time.sleep(0.12)  # two tokens refill at 20/s
-        assert c.get("/search/find_product", params={"q": "violin"}).status_code == 200
-    assert [r.status for r in gateway.close_run(run.token)][-2:] == [429, 200]
+        assert err["type"] == "rate_limited"
+        assert err["retry_after"] == pytest.approx(0.05)  # one token at 20/s
+        clock.advance(0.04)  # 0.8 of a token: still refused
+        assert find() == 429
+        clock.advance(0.07)  # 0.8 + 1.4 tokens: two calls pass, the third waits again
+        assert [find(), find(), find()] == [200, 200, 429]
+        clock.advance(3600)  # an idle hour refills only up to the burst
+        assert [find() for _ in range(4)] == [200, 200, 200, 429]
+    assert [r.status for r in gateway.close_run(run.token)] == [200, 200, 200, 429, 429, 200, 200, 429,
+                                                               200, 200, 200, 429]
 
 
 def test_completion_token_budget(server, gateway) -> None:

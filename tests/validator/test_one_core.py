@@ -124,7 +124,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.parametrize(("model", "code", "says"), [
-    ("bogus:x", ConfigError.exit_code, "unknown model URI"),
+    ("bogus:x", ConfigError.exit_code, "unknown model backend"),
     ("polcy:expert", ConfigError.exit_code, "did you mean policy"),
     ("policy:nosuch", ConfigError.exit_code, "unknown offline policy"),
     ("hf:/nonexistent", NotFoundError.exit_code, "no transformers model"),

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.arena.weights import Finisher
 from shoparena.errors import ShopArenaError
+from shoparena.types import Status
 
 __all__ = [
     "AgentPublic", "ArenaError", "ClaimWork", "CompleteRequest", "CompleteResult", "Conflict", "Finisher",
@@ -160,7 +161,7 @@ class CompleteRequest(BaseModel):
 
     model_config = _FROZEN
 
-    terminal_status: Literal["SUCCESS", "FAILED", "TIMED_OUT"]
+    terminal_status: Status
     validator_score: float | None = None
     score_components: ScoreComponents = Field(default_factory=ScoreComponents)
     failure_reason: str | None = None

@@ -21,7 +21,6 @@ FORMAT_REASONS: tuple[str, ...] = ("unpaired_tool_call", "recommend_count", "rec
                                    "think_then_stop", "too_long")
 """The five hard rejects, in the order they are checked (the first that applies is the one counted; the token
 count is last because it is the costliest)."""
-_FINISHERS = frozenset(("recommend_product", "terminate"))
 
 
 class JudgeGate(Stage):

@@ -39,6 +39,7 @@ import orjson
 from shoparena.corpus.filter.base import Stage, call_args, call_name, has_think, norm_query
 from shoparena.corpus.filter.config import FilterConfig
 from shoparena.corpus.types import Rejection, Trajectory
+from shoparena.env.tools import COMPOSITE_TOOLS, VERIFY_TOOLS
 
 __all__ = ["DEPTH_CAP", "REFORMULATION_CAP", "DedupRank", "Features", "edit_distance", "features", "score"]
 
@@ -128,7 +129,7 @@ def features(t: Trajectory) -> Features:
             elif not recommended:
                 if name == "recommend_product":
                     recommended = True
-                elif name == "check_product_match" or (name == "view_product_information" and searched):
+                elif name in VERIFY_TOOLS and (searched or name in COMPOSITE_TOOLS):  # a view verifies a find
                     verified = True
     penalty += max(0, run_len - 2)
     final = answer if isinstance(answer, str) else orjson.dumps(answer)

@@ -12,11 +12,11 @@ from typing import Any
 import orjson
 
 from shoparena.corpus.types import Axis
+from shoparena.env.tools import NON_SEARCH_TOOLS
 from shoparena.llm.subtasks import MARKER, parse_intent
 
 __all__ = ["NON_SEARCH_TOOLS", "text_axis"]
 
-NON_SEARCH_TOOLS = frozenset(("recommend_product", "terminate", "python_execute", "calculate_voucher"))
 """Tools that do not search the catalog (or the web); every other tool call counts as a search."""
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from shoparena.corpus.normalize._common import fingerprint, join_meta
 from shoparena.corpus.types import Trajectory
-from shoparena.env.records import ENVELOPE_KEYS, messages_to_steps, to_flavor
+from shoparena.env.records import messages_to_steps, to_flavor
+from shoparena.env.types import ENVELOPE_KEYS
 from shoparena.errors import DataError
 
 __all__ = ["to_envelope", "to_openai", "to_steps"]

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from shoparena.corpus.rewrite.trace import RealCall, RewritePlan
+from shoparena.env.tools import LISTING_TOOLS
 
 __all__ = ["grounding_errors", "query_constraints", "sources_for", "template_reasoning"]
 
@@ -90,7 +91,7 @@ def _price_bounds(query: str) -> tuple[float | None, float | None] | None:
 
 def _describe(call: RealCall) -> str:
     args = call.args()
-    if call.name in ("find_product", "find_products_in_same_shop"):
+    if call.name in LISTING_TOOLS:
         q = args.get("q") or args.get("query") or ""
         extras = [f"{k} {_dq(_num(v))}" for k, v in args.items() if k not in ("q", "query", "page") and v not in
                   (None, "")]
@@ -152,7 +153,7 @@ def _summary(call: RealCall, query: str, bounds: tuple[float | None, float | Non
     result = call.result()
     if isinstance(result, dict) and "error" in result:
         return f"The {call.name} call answered with an error: {_dq(_clip(str(result['error']), 120))}."
-    if call.name in ("find_product", "find_products_in_same_shop") and isinstance(result, list):
+    if call.name in LISTING_TOOLS and isinstance(result, list):
         if not result:
             return f"The {call.name} call returned no products."
         items = [p for p in result if isinstance(p, dict)]

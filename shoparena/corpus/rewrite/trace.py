@@ -31,7 +31,9 @@ from typing import Any
 from shoparena.corpus.types import Rejection, Trajectory
 from shoparena.env.records import decode_content, dumps
 from shoparena.env.tools import (
+    ANSWER_TOOLS,
     PROFILES,
+    SEARCH_TOOLS,
     ArgError,
     ToolContext,
     Toolset,
@@ -46,8 +48,7 @@ __all__ = [
 ]
 
 STAGE = "rewrite"
-FINAL_TOOLS: tuple[str, ...] = ("recommend_product", "terminate")
-SEARCH_TOOLS: frozenset[str] = frozenset({"find_product", "view_product_information"})
+FINAL_TOOLS: frozenset[str] = ANSWER_TOOLS
 """Tools that are one gateway search request each (compared one to one with the call log)."""
 
 Observer = Callable[[str, dict[str, Any]], str | None]

@@ -21,12 +21,13 @@ from starlette.responses import Response
 
 from shoparena import __version__
 from shoparena._http import BackgroundServer
+from shoparena.env.tools import SEARCH_TOOLS
 from shoparena.llm.gateway.core import Gateway
 
 __all__ = ["GatewayServer", "create_app"]
 
-SEARCH_TOOLS = {"/search/find_product": "find_product",
-                "/search/view_product_information": "view_product_information"}
+SEARCH_PATHS = {f"/search/{name}": name for name in sorted(SEARCH_TOOLS)}
+"""Gateway path → the search tool it answers (one endpoint per search primitive)."""
 RAW_PATH = "/search/get_product_raw"
 CHAT_PATH = "/inference/chat/completions"
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -77,7 +78,7 @@ def create_app(gateway: Gateway) -> FastAPI:
             return refuse(403, "get_product_raw is not available to agents")
         if state is None:
             return refuse(401, "missing, unknown or closed run token (send Authorization: Bearer <token>)")
-        tool = SEARCH_TOOLS.get(path)
+        tool = SEARCH_PATHS.get(path)
         if tool is not None:
             if method != "GET":
                 return refuse(405, f"{path} accepts GET only")

@@ -43,11 +43,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from shoparena.env.tools import COMPOSITE_TOOLS, SEARCH_TOOLS
+
 __all__ = ["COMPOSITE_TOOLS", "SEARCH_TOOLS", "Attribution", "Attributor", "find_key", "view_key"]
 
-SEARCH_TOOLS: frozenset[str] = frozenset({"find_product", "view_product_information"})
-COMPOSITE_TOOLS: frozenset[str] = frozenset({"check_product_match", "find_products_in_same_shop",
-                                             "calculate_voucher"})
 FindKey = tuple[str, str, str | None, str | None, str | None, str | None]
 ViewKey = tuple[str, ...]
 

@@ -19,12 +19,12 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.env.types import Usage
+from shoparena.types import SearchAxis as Axis
 
 __all__ = ["Axis", "CallKind", "CallLogWriter", "CallRecord", "EmittedCall", "dump_record", "log_sha256",
            "read_call_log", "write_call_log"]
 
 CallKind = Literal["search", "inference", "other"]
-Axis = Literal["A", "B"]
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 

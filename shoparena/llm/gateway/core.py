@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from shoparena.clock import Clock
 from shoparena.env.protocol_native import coerce_reply
 from shoparena.errors import ConfigError
 from shoparena.llm.gateway.calllog import CallKind, CallRecord, EmittedCall
@@ -71,17 +72,19 @@ class Gateway:
     ``backends``: model name → backend, as a mapping or a factory (default :func:`shoparena.llm.get_backend`);
     resolved once per model and cached. ``allowed_models``: the models any run may call (None = whatever the
     resolver accepts: pass an explicit set wherever agents are untrusted, since an ``openai:`` URI names a host).
+    ``clock``: what the per-run rate limiter reads time from (default: the system clock).
     """
 
     def __init__(self, search: Any, backends: Backends = None, *, allowed_models: Iterable[str] | None = None,
-                 limits: Limits | None = None, default_model: str | None = None) -> None:
+                 limits: Limits | None = None, default_model: str | None = None,
+                 clock: Clock | None = None) -> None:
         self.search = search
         self._fast = hasattr(search, "ranked_docs") and hasattr(search, "index")
         if allowed_models is not None:
             allowed: frozenset[str] | None = frozenset(allowed_models)
         else:  # a mapping is its own allowlist; a factory accepts whatever it can resolve
             allowed = frozenset(backends) if isinstance(backends, Mapping) else None
-        self.runs = RunRegistry(allowed_models=allowed, limits=limits or Limits())
+        self.runs = RunRegistry(allowed_models=allowed, limits=limits or Limits(), clock=clock)
         self.default_model = default_model
         if isinstance(backends, Mapping):
             self._backends: dict[str, ChatBackend] = dict(backends)

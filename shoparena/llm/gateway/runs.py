@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoparena.clock import Clock, SystemClock
 from shoparena.errors import ConfigError
 from shoparena.llm.gateway.attribution import Attributor
 from shoparena.llm.gateway.calllog import CallRecord
@@ -89,11 +89,13 @@ class Refusal(NamedTuple):
 class RunState:
     """Mutable state of one open run (counters, rate bucket, attribution, log)."""
 
-    __slots__ = ("_seq", "allowed", "attributor", "closed", "completion_tokens", "handle", "inference_calls",
-                 "limits", "lock", "records", "search_calls", "tokens", "tokens_at")
+    __slots__ = ("_seq", "allowed", "attributor", "clock", "closed", "completion_tokens", "handle",
+                 "inference_calls", "limits", "lock", "records", "search_calls", "tokens", "tokens_at")
 
-    def __init__(self, handle: RunHandle, allowed: frozenset[str] | None) -> None:
+    def __init__(self, handle: RunHandle, allowed: frozenset[str] | None, clock: Clock | None = None) -> None:
         self.handle = handle
+        self.clock: Clock = clock or SystemClock()
+        """What the rate bucket reads time from (a :class:`~shoparena.clock.ManualClock` in tests)."""
         self.limits = handle.limits
         self.allowed = allowed
         self.lock = threading.Lock()
@@ -103,7 +105,7 @@ class RunState:
         self._seq = 0
         self.search_calls = self.inference_calls = self.completion_tokens = 0
         self.tokens = float(handle.limits.burst)
-        self.tokens_at = time.monotonic()
+        self.tokens_at = self.clock.now()
 
     def next_seq(self) -> int:
         with self.lock:
@@ -117,8 +119,9 @@ class RunState:
         limits = self.limits
         with self.lock:
             if limits.rate_per_s is not None:
-                now = time.monotonic()
-                self.tokens = min(float(limits.burst), self.tokens + (now - self.tokens_at) * limits.rate_per_s)
+                now = self.clock.now()
+                elapsed = max(0.0, now - self.tokens_at)  # a wall clock stepped back refills nothing
+                self.tokens = min(float(limits.burst), self.tokens + elapsed * limits.rate_per_s)
                 self.tokens_at = now
                 if self.tokens < 1.0:
                     return Refusal(f"rate limit: at most {limits.rate_per_s:g} requests/s (burst {limits.burst}) "
@@ -159,9 +162,10 @@ class RunRegistry:
     """Open runs by token, plus the most recently closed tokens (so a late request is logged against its run)."""
 
     def __init__(self, *, allowed_models: frozenset[str] | None, limits: Limits,
-                 remember_closed: int = 100_000) -> None:
+                 remember_closed: int = 100_000, clock: Clock | None = None) -> None:
         self.allowed_models = allowed_models
         self.limits = limits
+        self.clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._open: dict[str, RunState] = {}
         self._open_ids: set[str] = set()
@@ -185,7 +189,7 @@ class RunRegistry:
             if run_id in self._open_ids:
                 raise ConfigError(f"run {run_id!r} is already open", hint="close it first or use another run_id")
             self._open_ids.add(run_id)
-            self._open[handle.token] = RunState(handle, allowed)
+            self._open[handle.token] = RunState(handle, allowed, self.clock)
         return handle
 
     def get(self, token: str) -> RunState | None:

@@ -17,7 +17,6 @@ from shoparena.errors import ConfigError, closest
 from shoparena.llm.policies.backend import PolicyBackend
 from shoparena.llm.policies.levels import LEVELS, Skill
 from shoparena.llm.policies.parse import Request, VoucherSpec, parse_request
-from shoparena.llm.types import backend
 
 __all__ = ["LEVELS", "PolicyBackend", "Request", "Skill", "VoucherSpec", "get_policy", "parse_request",
            "policy_names"]
@@ -30,7 +29,6 @@ def policy_names() -> list[str]:
     return list(LEVELS)
 
 
-@backend("policy")
 def get_policy(name: str) -> PolicyBackend:
     """The shared backend of level ``name`` (one instance per level, so its replay cache is shared)."""
     key = name.strip().lower()

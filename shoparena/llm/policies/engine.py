@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from shoparena.env.tools import LISTING_TOOLS
 from shoparena.llm.policies.decide import Decider
 from shoparena.llm.policies.knowledge import Cand, Knowledge, Match, match, prior
 from shoparena.llm.policies.levels import Skill
@@ -93,7 +94,7 @@ class Ctx:
             listed = self.kb.add(name, params if isinstance(params, dict) else {}, res)
             if name == "find_product" and isinstance(params, dict):
                 self.seen_pages.add(f"{params.get('q')}\x00{params.get('page')}")
-            seen.append(listed if name in ("find_product", "find_products_in_same_shop") else res)
+            seen.append(listed if name in LISTING_TOOLS else res)
         return [seen[i] if i < len(turn.calls) and turn.calls[i][0] == name else None
                 for i, (name, _) in enumerate(calls)]
 

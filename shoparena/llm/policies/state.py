@@ -21,12 +21,14 @@ from typing import Any
 import orjson
 import regex as re
 
+from shoparena.env.tools import PROFILES
+
 __all__ = ["Conversation", "Turn", "all_turns", "read_conversation"]
 
 HISTORY_HEADER = "# Dialogue Records History"
 _TAG = re.compile(r"<(think|tool_call|obs|response)>(.*?)</\1>", re.S)
 _TOOL_NAME = re.compile(r"(?m)^\d+\.\s*Name:\s*(\S+)")
-UPSTREAM4 = frozenset({"find_product", "view_product_information", "recommend_product", "terminate"})
+UPSTREAM4 = frozenset(PROFILES["upstream4"])
 
 
 @dataclass(slots=True)

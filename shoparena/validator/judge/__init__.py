@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shoparena.errors import ConfigError, closest
+from shoparena.errors import ConfigError
+from shoparena.registry import Registry
 from shoparena.validator.judge.llm import LLMJudge, LLMJudgeConfig
 from shoparena.validator.judge.render import RenderedTrace, render_trace, span_errors
 from shoparena.validator.judge.rubric import RubricJudge
@@ -31,22 +32,19 @@ from shoparena.validator.judge.types import (
 )
 
 __all__ = [
-    "GATE_SCORES", "PASS_SCORE", "SCORES", "CitedSpan", "Judge", "JudgeFailure", "LLMJudge", "LLMJudgeConfig",
-    "RenderedTrace", "RubricJudge", "Verdict", "coefficient", "final_score", "get_judge", "judge", "judge_kinds",
-    "mean_quality", "render_trace", "span_errors",
+    "GATE_SCORES", "JUDGES", "PASS_SCORE", "SCORES", "CitedSpan", "Judge", "JudgeFailure", "LLMJudge",
+    "LLMJudgeConfig", "RenderedTrace", "RubricJudge", "Verdict", "coefficient", "final_score", "get_judge",
+    "judge", "judge_kinds", "mean_quality", "render_trace", "span_errors",
 ]
 
-_REGISTRY: dict[str, Callable[[str, Any], Judge]] = {}
+JUDGES: Registry[Callable[[str, Any], Judge]] = Registry(
+    "judge", error=ConfigError, usage="use rubric, llm:<model-uri>[,<model-uri>…] or a model URI")
+"""Judge kind → factory ``(rest_of_spec, config) -> Judge``."""
 
 
 def judge(kind: str) -> Callable[[Callable[[str, Any], Judge]], Callable[[str, Any], Judge]]:
     """Register a factory ``(rest_of_spec, config) -> Judge`` for specs ``kind`` / ``kind:rest``."""
-
-    def register(factory: Callable[[str, Any], Judge]) -> Callable[[str, Any], Judge]:
-        _REGISTRY[kind] = factory
-        return factory
-
-    return register
+    return JUDGES.register(kind)
 
 
 @judge("rubric")
@@ -65,19 +63,16 @@ def _llm(rest: str, config: Any) -> Judge:
 
 
 def judge_kinds() -> list[str]:
-    return sorted(_REGISTRY)
+    return JUDGES.names()
 
 
 def get_judge(spec: str = "rubric", config: LLMJudgeConfig | None = None) -> Judge:
     """The judge a spec names (module docstring); ``config`` tunes an LLM judge's call policy."""
     kind, sep, rest = spec.strip().partition(":")
-    if kind in _REGISTRY:
-        return _REGISTRY[kind](rest if sep else "", config)
+    if kind in JUDGES:
+        return JUDGES.get(kind)(rest if sep else "", config)
     from shoparena.llm.types import backend_schemes
 
     if sep and kind in backend_schemes():  # a bare model URI (or several, comma-separated)
-        return _REGISTRY["llm"](spec.strip(), config)
-    near = closest(kind, [*_REGISTRY, *backend_schemes()])
-    raise ConfigError(f"unknown judge {spec!r}",
-                      hint=(f"did you mean {near!r}? " if near else "")
-                      + "use rubric, llm:<model-uri>[,<model-uri>…] or a model URI")
+        return JUDGES.get("llm")(spec.strip(), config)
+    raise JUDGES.unknown(kind, also=backend_schemes(), shown=spec)

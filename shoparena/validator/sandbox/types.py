@@ -16,8 +16,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
-Mode = Literal["batch", "per_problem"]
+from shoparena.env.types import Envelope as Envelope
+
+SandboxMode = Literal["batch", "per_problem"]
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -26,7 +27,7 @@ class SandboxLimits(BaseModel):
 
     model_config = _FROZEN
 
-    mode: Mode = "batch"
+    mode: SandboxMode = "batch"
     """``batch``: one sandbox per :meth:`Sandbox.run` call, the agent imported once, one forked process per problem
     (backends without it, docker, run ``per_problem``); ``per_problem``: one sandbox per problem."""
     timeout_s: float = 300.0
@@ -54,22 +55,6 @@ class SandboxLimits(BaseModel):
     def cpu_limit_s(self) -> int:
         """The RLIMIT_CPU value actually applied."""
         return max(1, int(self.cpu_s if self.cpu_s is not None else 2 * self.timeout_s + self.kill_grace_s + 1))
-
-
-class Envelope(BaseModel):
-    """ORO ``output.jsonl`` line for one problem (shoppingbench.md §6.2)."""
-
-    model_config = _FROZEN
-
-    problem_id: str
-    status: Status
-    execution_time: float
-    inference_failure_count: int = 0
-    inference_total: int = 0
-    error: dict[str, str] | None = None
-    """``{type, message}``."""
-    dialogue: list[dict[str, Any]] | None = None
-    """The agent's step list (upstream/ORO step records), or None when it produced none."""
 
 
 class Outcome(BaseModel):
