@@ -8,7 +8,8 @@ written as problems finish, so a validator killed mid-run loses nothing committe
 evaluation id (derived from the agent code, the problems and the pipeline) skips problems already recorded.
 
 Judge infrastructure failures never become scores: a problem whose verdict failed gets no record (a retry judges
-it again), and a run where more than half of at least three judge calls failed is ``FAILED`` (ORO's rule).
+it again), and a run where more than half of at least three judge calls failed is ``FAILED`` (ORO's rule), as is
+a run whose judge could not be reached at all (reason ``judge_unavailable: …``).
 The summary carries ORO's score components and ``final = success_rate × coeff(q)``.
 """
 
@@ -206,6 +207,11 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
                 if progress is not None:
                     progress(lines[-1])
     finally:
+        leftover = asyncio.all_tasks(loop)  # e.g. an LLM judge's client, closed when its task is cancelled
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
         loop.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
 
@@ -221,8 +227,12 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     q = sum(ok_scores) / len(ok_scores) if ok_scores else None
     status: Literal["SUCCESS", "FAILED"] = "SUCCESS"
     reason = None
-    if len(judged) >= 3 and failed * 2 > len(judged):
+    unreachable = next((v.error for v in judged if not v.ok and (v.error or "").startswith("judge_unavailable")),
+                       None)  # the judge could not be reached at all: FAILED whatever the count
+    if unreachable or (len(judged) >= 3 and failed * 2 > len(judged)):
         status, reason = "FAILED", f"judge failed on {failed} of {len(judged)} problems; retry the evaluation"
+        if unreachable:
+            reason = f"judge_unavailable: {reason} ({unreachable.removeprefix('judge_unavailable: ')})"
     return EvaluationSummary(
         eval_run_id=run_id, status=status, failure_reason=reason,
         ground_truth_rate=report.ground_truth_rate, success_rate=report.success_rate,
