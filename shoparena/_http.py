@@ -9,7 +9,8 @@ ever binds a non-loopback address unless the caller asks for it.
 :class:`BodyLimit` (by ``Content-Length`` before anything is read; a chunked body is counted as it streams, so a
 connection never holds more than the limit); FastAPI's validation errors become one 422 line naming the fields
 (never echoing the input); HTTP errors (404, 405, …) keep their status; an unexpected exception becomes a 500
-without a traceback in the body (the traceback goes to the server's log).
+without a traceback in the body (the traceback goes to the server's log). Apps that let FastAPI parse JSON add
+:class:`StrictJSON`, so ``NaN`` and ``Infinity`` are refused rather than read as numbers.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["BackgroundServer", "BodyLimit", "BodyTooLarge", "ErrorRenderer", "MiB", "bind_socket", "guard",
-           "serve_forever"]
+__all__ = ["BackgroundServer", "BodyLimit", "BodyTooLarge", "ErrorRenderer", "MiB", "StrictJSON", "bind_socket",
+           "guard", "serve_forever"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,50 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class StrictJSON:
+    """ASGI middleware refusing, with 400, a body declared as JSON that strict JSON parsing rejects (``NaN``,
+    ``Infinity``, a number beyond a double, bad UTF-8, truncated text) before the app sees it: Python's ``json``
+    (FastAPI's parser) would accept ``NaN`` and let it reach a score. The body is buffered once (put
+    :class:`BodyLimit` outside this middleware) and replayed to the app."""
+
+    def __init__(self, app: ASGIApp, *, render: ErrorRenderer) -> None:
+        self.app, self.render = app, render
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        media = next((v for k, v in scope.get("headers", ()) if k == b"content-type"), b"")
+        media = media.split(b";")[0].strip().lower()
+        if scope["type"] != "http" or not (media == b"application/json" or media.endswith(b"+json")):
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            more = bool(message.get("more_body"))
+        body = b"".join(chunks)
+        if body.strip():
+            import orjson
+
+            try:
+                orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                await self.render(400, f"the request body is not valid JSON: {exc}")(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
 def _validation_line(errors: Any) -> str:
     parts = []
     for err in list(errors)[:5]:
@@ -110,9 +155,10 @@ def _validation_line(errors: Any) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None) -> Any:
+def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None, strict_json: bool = False) -> Any:
     """Give the FastAPI ``app`` the shared answers to bad input (module docstring), rendered by ``render``;
-    ``max_body_bytes=None`` leaves body limits to the app. Returns ``app``."""
+    ``max_body_bytes=None`` leaves body limits to the app; ``strict_json`` adds :class:`StrictJSON` (for apps whose
+    routes let FastAPI parse JSON bodies). Returns ``app``."""
     from fastapi.exceptions import RequestValidationError
 
     async def http_error(_request: Request, exc: Exception) -> Response:
@@ -135,7 +181,9 @@ def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None) -> Any
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(Exception, crashed)
-    if max_body_bytes is not None:
+    if strict_json:
+        app.add_middleware(StrictJSON, render=render)
+    if max_body_bytes is not None:  # added last: the outermost, so it counts what StrictJSON reads
         app.add_middleware(BodyLimit, max_bytes=max_body_bytes, render=render)
     return app
 

@@ -9,10 +9,10 @@ detail}``. Public routes are unauthenticated and embargo-respecting. Arena refus
 ``Invalid`` 422. ``POST /v1/validator/work/claim`` answers 204 when there is no work. Work routes take the
 claim's ``eval_run_id``.
 
-Bad input (issue 9) gets the same ``{error, detail}`` shape: a body that is not JSON 400 (``BadRequest``), wrong or
-missing fields 422 (``Invalid``, one line naming them), an unknown path 404 (``NotFound``), another method 405, a
-request body over :func:`max_body_bytes` 413 (``PayloadTooLarge``, refused before it is read), an unexpected
-failure 500 (``InternalError``, no traceback; the server log has it).
+Bad input (issue 9) gets the same ``{error, detail}`` shape: a body that is not strict JSON (``NaN`` too) 400
+(``BadRequest``), wrong or missing fields 422 (``Invalid``, one line naming them), an unknown path 404
+(``NotFound``), another method 405, a request body over :func:`max_body_bytes` 413 (``PayloadTooLarge``, refused
+before it is read), an unexpected failure 500 (``InternalError``, no traceback; the server log has it).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _submit_response(result: SubmitResult) -> JSONResponse:
 def create_app(arena: Arena, verifier: Verifier) -> FastAPI:
     """The arena service. Routes are sync (FastAPI runs them on its thread pool; the database serialises)."""
     app = FastAPI(title="shoparena arena", version="1", docs_url=None, redoc_url=None)
-    guard(app, _http_error, max_body_bytes=max_body_bytes(arena))
+    guard(app, _http_error, max_body_bytes=max_body_bytes(arena), strict_json=True)
 
     @app.exception_handler(ArenaError)
     def _arena_error(_req: Request, exc: ArenaError) -> JSONResponse:
