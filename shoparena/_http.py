@@ -16,7 +16,6 @@ without a traceback in the body (the traceback goes to the server's log). Apps t
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import socket
 import threading
@@ -32,8 +31,6 @@ from starlette.responses import Response
 
 __all__ = ["BackgroundServer", "BodyLimit", "BodyTooLarge", "ErrorRenderer", "MiB", "StrictJSON", "bind_socket",
            "guard", "serve_forever"]
-
-log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 ErrorRenderer = Callable[[int, str], Response]
@@ -174,8 +171,7 @@ def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None, strict
             return render(400, "the request body is not valid JSON")
         return render(422, _validation_line(errors))
 
-    async def crashed(request: Request, exc: Exception) -> Response:
-        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    async def crashed(_request: Request, exc: Exception) -> Response:  # Starlette re-raises it: uvicorn logs it
         return render(500, f"internal server error ({type(exc).__name__}); the server log has the details")
 
     app.add_exception_handler(HTTPException, http_error)

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from shoparena.arena.auth import sign_headers
+from shoparena._http import BackgroundServer
+from shoparena.arena.api import create_app
+from shoparena.arena.auth import RequestVerifier, sign_headers
+from shoparena.arena.chain import LocalChain
 from shoparena.clock import ManualClock
 from shoparena.llm.gateway import Gateway
-from tests.arena_service import T0
+from tests.arena_service import T0, config, make_arena
 from tests.gateway import DIRECTIVE, directive
 from tests.http import assert_json_error, raw_request
 from tests.http.conftest import IDS, Target
@@ -237,3 +241,17 @@ def test_upstream_search_answers_are_kept(search: Target) -> None:
 def test_out_of_range_public_limits_are_clamped(arena: Target) -> None:
     for limit in ("0", "-5", "1000000"):
         assert httpx.get(f"{arena.url}/v1/public/races", params={"limit": limit}).status_code == 200
+
+
+def test_an_unexpected_failure_is_a_500_without_a_traceback(tmp_path: Path) -> None:
+    """The arena's database vanishing under a running service: the catch-all answers, the log keeps the details."""
+    clock, chain = ManualClock(T0), LocalChain(seed=1)
+    service = make_arena(f"sqlite:///{tmp_path / 'gone.db'}", clock=clock, chain=chain, cfg=config())
+    with BackgroundServer(create_app(service, RequestVerifier(chain.metagraph, clock=clock))) as srv:
+        assert httpx.get(f"{srv.url}/v1/public/leaderboard").status_code == 200
+        service.close()
+        for f in tmp_path.iterdir():
+            f.unlink()
+        resp = httpx.get(f"{srv.url}/v1/public/leaderboard")
+        body = assert_json_error(resp.status_code, resp.headers["content-type"], resp.content, 500, "server log")
+        assert body["error"] == "InternalError" and "races" not in resp.text  # no SQL, no table names
