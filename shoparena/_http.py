@@ -5,12 +5,15 @@ Tests and embedded deployments start real servers on loopback through :class:`Ba
 ever binds a non-loopback address unless the caller asks for it.
 
 :func:`guard` gives a FastAPI app the same answers to bad input everywhere, each in the service's own error shape
-(``render(status, message) -> Response``): a body that is not JSON where JSON is expected gets 400; a request body over the service's limit is refused with 413 by
+(``render(status, message) -> Response``): a request body over the service's limit is refused with 413 by
 :class:`BodyLimit` (by ``Content-Length`` before anything is read; a chunked body is counted as it streams, so a
-connection never holds more than the limit); FastAPI's validation errors become one 422 line naming the fields
-(never echoing the input); HTTP errors (404, 405, …) keep their status; an unexpected exception becomes a 500
-without a traceback in the body (the traceback goes to the server's log). Apps that let FastAPI parse JSON add
-:class:`StrictJSON`, so ``NaN`` and ``Infinity`` are refused rather than read as numbers.
+connection never holds more than the limit); a body that is not JSON where FastAPI expects JSON gets 400 and its
+validation errors one 422 line naming the fields (never echoing the input); HTTP errors (404, 405, …) keep their
+status; an unexpected exception becomes a 500 without a traceback in the body (the server logs it). Apps that let
+FastAPI parse JSON add :class:`StrictJSON`, so ``NaN`` and ``Infinity`` are refused rather than read as numbers.
+
+Limits per service: search 64 KiB (GET only), model server 16 MiB (``create_app(max_body_bytes=…)``), arena API
+max(8 MiB, ``max_code_bytes`` + 1 MiB), gateway the run's own ``Limits.max_body_bytes`` (checked in its app).
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ class LLMJudgeConfig(BaseModel):
     deadline_s: float = 600.0
     """Wall-clock budget of one verdict: calls, backoffs and retries together."""
 
+
 UNAVAILABLE = "judge_unavailable"
 """Prefix of a verdict error meaning no judge model could be reached (not a judgment about the trace)."""
 
