@@ -1,7 +1,19 @@
-"""HTTP plumbing shared by every service: run an ASGI app on a socket (TCP or Unix) in-process or in the foreground.
+"""HTTP plumbing shared by every service: run an ASGI app on a socket (TCP or Unix) in-process or in the foreground,
+and guard it against bad input.
 
 Tests and embedded deployments start real servers on loopback through :class:`BackgroundServer`; nothing here
 ever binds a non-loopback address unless the caller asks for it.
+
+:func:`guard` gives a FastAPI app the same answers to bad input everywhere, each in the service's own error shape
+(``render(status, message) -> Response``): a request body over the service's limit is refused with 413 by
+:class:`BodyLimit` (by ``Content-Length`` before anything is read; a chunked body is counted as it streams, so a
+connection never holds more than the limit); a body that is not JSON where FastAPI expects JSON gets 400 and its
+validation errors one 422 line naming the fields (never echoing the input); HTTP errors (404, 405, …) keep their
+status; an unexpected exception becomes a 500 without a traceback in the body (the server logs it). Apps that let
+FastAPI parse JSON add :class:`StrictJSON`, so ``NaN`` and ``Infinity`` are refused rather than read as numbers.
+
+Limits per service: search 64 KiB (GET only), model server 16 MiB (``create_app(max_body_bytes=…)``), arena API
+max(8 MiB, ``max_code_bytes`` + 1 MiB), gateway the run's own ``Limits.max_body_bytes`` (checked in its app).
 """
 
 from __future__ import annotations
@@ -11,12 +23,168 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
 
-__all__ = ["BackgroundServer", "bind_socket", "serve_forever"]
+__all__ = ["BackgroundServer", "BodyLimit", "BodyTooLarge", "ErrorRenderer", "MiB", "StrictJSON", "bind_socket",
+           "guard", "serve_forever"]
+
+MiB = 1024 * 1024
+ErrorRenderer = Callable[[int, str], Response]
+"""``(HTTP status, one-line message) -> Response`` in a service's own error shape."""
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
+                    Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+
+
+class BodyTooLarge(HTTPException):
+    """A request body over the limit (an ``HTTPException``, so FastAPI's body parsing lets it through as 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes", headers={"Connection": "close"})
+
+
+class BodyLimit:
+    """ASGI middleware refusing request bodies over ``max_bytes`` with a 413 rendered by ``render``.
+
+    A ``Content-Length`` over the limit is refused before the body is read (and one that is not a number with
+    400); a chunked body is counted as the app reads it and :class:`BodyTooLarge` is raised once it passes the
+    limit. The 413 closes the connection, so the rest of an upload is not read."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, render: ErrorRenderer) -> None:
+        self.app, self.max_bytes, self.render = app, max_bytes, render
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
+        if length is not None:
+            text = length.decode("latin-1").strip()
+            if not text.isdigit():
+                await self._refuse(400, f"Content-Length {text[:40]!r} is not a number", scope, receive, send)
+                return
+            if int(text) > self.max_bytes:
+                await self._refuse(413, f"request body over {self.max_bytes} bytes", scope, receive, send)
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(413, f"request body over {self.max_bytes} bytes", scope, receive, send)
+
+    async def _refuse(self, status: int, message: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        response = self.render(status, message)
+        response.headers["Connection"] = "close"
+        await response(scope, receive, send)
+
+
+class StrictJSON:
+    """ASGI middleware refusing, with 400, a body declared as JSON that strict JSON parsing rejects (``NaN``,
+    ``Infinity``, a number beyond a double, bad UTF-8, truncated text) before the app sees it: Python's ``json``
+    (FastAPI's parser) would accept ``NaN`` and let it reach a score. The body is buffered once (put
+    :class:`BodyLimit` outside this middleware) and replayed to the app."""
+
+    def __init__(self, app: ASGIApp, *, render: ErrorRenderer) -> None:
+        self.app, self.render = app, render
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        media = next((v for k, v in scope.get("headers", ()) if k == b"content-type"), b"")
+        media = media.split(b";")[0].strip().lower()
+        if scope["type"] != "http" or not (media == b"application/json" or media.endswith(b"+json")):
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            more = bool(message.get("more_body"))
+        body = b"".join(chunks)
+        if body.strip():
+            import orjson
+
+            try:
+                orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                await self.render(400, f"the request body is not valid JSON: {exc}")(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _validation_line(errors: Any) -> str:
+    parts = []
+    for err in list(errors)[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None, strict_json: bool = False) -> Any:
+    """Give the FastAPI ``app`` the shared answers to bad input (module docstring), rendered by ``render``;
+    ``max_body_bytes=None`` leaves body limits to the app; ``strict_json`` adds :class:`StrictJSON` (for apps whose
+    routes let FastAPI parse JSON bodies). Returns ``app``."""
+    from fastapi.exceptions import RequestValidationError
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        response = render(exc.status_code, str(exc.detail))
+        for key, value in (exc.headers or {}).items():
+            response.headers[key] = value
+        return response
+
+    async def invalid(_request: Request, exc: Exception) -> Response:
+        errors = getattr(exc, "errors", list)()
+        if any(err.get("type") == "json_invalid" for err in errors):
+            return render(400, "the request body is not valid JSON")
+        return render(422, _validation_line(errors))
+
+    async def crashed(_request: Request, exc: Exception) -> Response:  # Starlette re-raises it: uvicorn logs it
+        return render(500, f"internal server error ({type(exc).__name__}); the server log has the details")
+
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, crashed)
+    if strict_json:
+        app.add_middleware(StrictJSON, render=render)
+    if max_body_bytes is not None:  # added last: the outermost, so it counts what StrictJSON reads
+        app.add_middleware(BodyLimit, max_bytes=max_body_bytes, render=render)
+    return app
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0, *, uds: str | os.PathLike[str] | None = None) -> socket.socket:

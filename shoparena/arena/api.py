@@ -8,6 +8,11 @@ detail}``. Public routes are unauthenticated and embargo-respecting. Arena refus
 ``violations``), ``FileTooLarge`` 413, ``NotFound`` 404, ``Forbidden`` 403, ``LeaseExpired`` / ``Conflict`` 409,
 ``Invalid`` 422. ``POST /v1/validator/work/claim`` answers 204 when there is no work. Work routes take the
 claim's ``eval_run_id``.
+
+Bad input (issue 9) gets the same ``{error, detail}`` shape: a body that is not strict JSON (``NaN`` too) 400
+(``BadRequest``), wrong or missing fields 422 (``Invalid``, one line naming them), an unknown path 404
+(``NotFound``), another method 405, a request body over :func:`max_body_bytes` 413 (``PayloadTooLarge``, refused
+before it is read), an unexpected failure 500 (``InternalError``, no traceback; the server log has it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from fastapi import Depends, FastAPI, File, Form, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
+from shoparena._http import MiB, guard
 from shoparena.arena.service import Arena
 from shoparena.arena.state.types import ArenaError, CompleteRequest, ProblemProgress, SubmitResult
 
@@ -67,6 +73,21 @@ def _error(status: int, error: str, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail, **extra}, status_code=status, headers=headers)
 
 
+_ERROR_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+                405: "MethodNotAllowed", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 422: "Invalid",
+                500: "InternalError"}
+
+
+def _http_error(status: int, message: str) -> JSONResponse:
+    return _error(status, _ERROR_NAMES.get(status, "Error"), message)
+
+
+def max_body_bytes(arena: Arena) -> int:
+    """Largest request body the API reads: an agent upload (``max_code_bytes``) plus form overhead, and never less
+    than 8 MiB (progress and completion reports)."""
+    return max(8 * MiB, int(arena.config.max_code_bytes) + MiB)
+
+
 _SUBMIT_STATUS = {"COOLDOWN": (429, "CooldownActive"), "INVALID_FILE": (422, "CodeAnalysisError"),
                   "INVALID_NAME": (422, "InvalidAgentName"), "NOT_REGISTERED_ONCHAIN": (403, "NotRegistered"),
                   "BANNED": (403, "Banned")}
@@ -83,6 +104,7 @@ def _submit_response(result: SubmitResult) -> JSONResponse:
 def create_app(arena: Arena, verifier: Verifier) -> FastAPI:
     """The arena service. Routes are sync (FastAPI runs them on its thread pool; the database serialises)."""
     app = FastAPI(title="shoparena arena", version="1", docs_url=None, redoc_url=None)
+    guard(app, _http_error, max_body_bytes=max_body_bytes(arena), strict_json=True)
 
     @app.exception_handler(ArenaError)
     def _arena_error(_req: Request, exc: ArenaError) -> JSONResponse:

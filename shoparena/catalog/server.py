@@ -6,6 +6,12 @@ agents) and ``GET /health``. Parameters are passed through as the raw strings an
 :class:`SearchService` applies upstream or strict parsing. Handlers are ``async`` and answer from pre-serialised
 JSON, so one worker process serves a query in about the time the index takes to score it; scale out with more
 processes (``--workers``) or machines sharing the same memory-mapped index.
+
+Bad input (issue 9): the upstream answers stay as they are (a bad ``page`` is ``[]``, unknown ids are skipped,
+strict mode answers an error *observation* with 200), because agents and the scorer read them. What is not part
+of the upstream surface gets ``{"error": message}`` with a 4xx: an unknown path 404, another method 405, a request
+body over :data:`MAX_BODY_BYTES` 413 (the endpoints take none); an unexpected failure is a 500 with the same shape
+and no traceback (:func:`shoparena._http.guard`).
 """
 
 from __future__ import annotations
@@ -18,21 +24,29 @@ from fastapi import FastAPI, Query
 from fastapi.responses import Response
 
 from shoparena import __version__
+from shoparena._http import guard
 from shoparena.catalog.index import SearchIndex
 from shoparena.catalog.search import SearchService
 from shoparena.types import Flavor, Mode
 
 UPSTREAM_PORT = 5631
 ORO_PORT = 5632
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted (every endpoint is a GET with query parameters: a body is never needed)."""
 
 
 def _json(obj: Any, status: int = 200) -> Response:
     return Response(content=orjson.dumps(obj), media_type="application/json", status_code=status)
 
 
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
 def create_app(service: SearchService, *, enable_raw: bool = True) -> FastAPI:
     """The ASGI app serving ``service``."""
     app = FastAPI(title="shoparena search", version=__version__, docs_url=None, redoc_url=None)
+    guard(app, _error, max_body_bytes=MAX_BODY_BYTES)
 
     @app.get("/find_product")
     async def find_product(
@@ -53,7 +67,7 @@ def create_app(service: SearchService, *, enable_raw: bool = True) -> FastAPI:
     @app.get("/get_product_raw")
     async def get_product_raw(product_ids: str = Query("")) -> Response:
         if not enable_raw:
-            return _json({"error": "get_product_raw is disabled on this server (scorer-only endpoint)"}, 403)
+            return _error(403, "get_product_raw is disabled on this server (scorer-only endpoint)")
         return _json(service_.get_product_raw(product_ids) if product_ids else [])
 
     @app.get("/health")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -58,6 +58,7 @@ def validate(
         summary = evaluate(spec, loaded, catalog, st, config, progress=lambda _line: advance(1))
     if as_json:
         print_json(summary.model_dump())
+        _fail_if_failed(summary)
         return
     table = Table(title=f"{spec.agent_id} {spec.agent_version}: {summary.status} ({summary.eval_run_id})",
                   title_justify="left")
@@ -75,3 +76,14 @@ def validate(
         console.print(f"  {line.problem_id:40s} {line.status:9s} {'✓' if line.success else '✗'}  judge {judged}")
     if summary.failure_reason:
         console.print(f"[yellow]{summary.failure_reason}[/]")
+    _fail_if_failed(summary)
+
+
+def _fail_if_failed(summary: Any) -> None:
+    """A FAILED evaluation (the judge failed or could not be reached) is an error: exit 5, never a success."""
+    if summary.status == "FAILED":
+        from shoparena.errors import BackendError
+
+        raise BackendError(f"evaluation FAILED: {summary.failure_reason}",
+                           hint="problems the judge could not judge got no record; fix the judge (or use --judge "
+                                "rubric) and rerun: recorded problems are kept")

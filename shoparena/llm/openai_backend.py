@@ -69,7 +69,7 @@ class OpenAIBackend:
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float | None = None,
-                 max_retries: int | None = None) -> None:
+                 max_retries: int | None = None, connect_timeout: float | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.name = model
         self.api_key = (api_key or os.environ.get("SHOPARENA_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
@@ -77,6 +77,8 @@ class OpenAIBackend:
         self.timeout = timeout if timeout is not None else _env_float("SHOPARENA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S)
         self.max_retries = (max_retries if max_retries is not None
                             else int(_env_float("SHOPARENA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES)))
+        self.connect_timeout = connect_timeout
+        """Seconds to establish a connection (None: ``timeout``); a caller that must fail fast sets a few."""
         self.dropped_tool_calls = 0
         """Tool calls left out because their arguments were not a JSON object (each is also logged)."""
         self._clients: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Task[None]]] = {}
@@ -88,9 +90,11 @@ class OpenAIBackend:
         if entry is None:
             import openai
 
+            timeout = (self.timeout if self.connect_timeout is None
+                       else openai.Timeout(self.timeout, connect=self.connect_timeout))
             client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries,
-                http_client=openai.DefaultAioHttpClient(timeout=self.timeout),
+                base_url=self.base_url, api_key=self.api_key, timeout=timeout, max_retries=self.max_retries,
+                http_client=openai.DefaultAioHttpClient(timeout=timeout),
             )
             entry = self._clients[loop] = (client, loop.create_task(self._close_at_exit(loop, client)))
         return entry[0]

@@ -4,8 +4,12 @@
 So a locally trained model (``hf:``) or an offline policy (``policy:``) can be used by anything that speaks the
 OpenAI API — including this project's own ``openai:`` backend. ``stream: true`` is answered with a valid SSE stream
 (one delta carrying the whole answer, then the finish chunk, ``[DONE]``). Errors are OpenAI-style JSON
-(``{"error": {"message", "type", "param", "code"}}``): 400 for a malformed request or unusable sampling values,
-404 for another model name, 502 when the backend's own upstream failed, 500 for anything else.
+(``{"error": {"message", "type", "param", "code"}}``): 400 for a malformed request (a body that is not JSON, wrong
+types, unusable sampling values, an unknown role, a non-text content part), 404 for another model name or path,
+405 for another method, 413 for a body over ``max_body_bytes`` (default :data:`MAX_BODY_BYTES`, refused before it
+is read), 415 for a body declared as something other than JSON, 502 when the backend's own upstream failed, 500
+for anything else (never with a traceback). Message ``content`` may be a string or OpenAI's list of parts; text
+parts are joined.
 """
 
 from __future__ import annotations
@@ -19,14 +23,16 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
-from starlette.exceptions import HTTPException
 
+from shoparena._http import MiB, guard
 from shoparena.errors import ConfigError, ShopArenaError
 from shoparena.llm.types import ChatBackend
 from shoparena.llm.wire import (
     BackendError,
     ChatRequest,
+    MessageError,
     request_to_sampling,
+    text_messages,
     to_openai_chunks,
     to_openai_response,
     validation_message,
@@ -37,7 +43,10 @@ __all__ = ["create_app", "openai_error"]
 log = logging.getLogger(__name__)
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                405: "invalid_request_error", 429: "rate_limit_error"}
+                405: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
+                429: "rate_limit_error"}
+MAX_BODY_BYTES = 16 * MiB
+"""Default largest request body (a long conversation with tools is well under 1 MiB)."""
 
 
 def openai_error(status: int, message: str, *, code: str | None = None, param: str | None = None) -> Response:
@@ -51,16 +60,21 @@ def _json(obj: Any) -> Response:
     return Response(orjson.dumps(obj), media_type="application/json")
 
 
-def create_app(backend: ChatBackend, *, model_name: str | None = None) -> FastAPI:
+def _is_json(content_type: str | None) -> bool:
+    if content_type is None:
+        return True  # curl -d without a header, urllib: read as JSON
+    media = content_type.split(";")[0].strip().lower()
+    return media in ("", "application/json") or media.endswith("+json")
+
+
+def create_app(backend: ChatBackend, *, model_name: str | None = None,
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The app serving ``backend`` under ``model_name`` (default: the backend's ``name``). Requests naming another
     model are refused with 404, as vLLM does; an empty ``model`` means the served one."""
     name = model_name or backend.name
     created = int(time.time())
     app = FastAPI(title="shoparena LLM server", docs_url=None, redoc_url=None, openapi_url=None)
-
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> Response:
-        return openai_error(exc.status_code, str(exc.detail))
+    guard(app, openai_error, max_body_bytes=max_body_bytes)
 
     @app.get("/health")
     async def health() -> Response:
@@ -73,19 +87,25 @@ def create_app(backend: ChatBackend, *, model_name: str | None = None) -> FastAP
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
+        if not _is_json(request.headers.get("content-type")):
+            return openai_error(415, f"the body must be JSON (Content-Type: application/json), not "
+                                f"{request.headers['content-type'][:80]!r}")
         try:
             body = orjson.loads(await request.body())
             req = ChatRequest.model_validate(body)
             sampling = request_to_sampling(req)
+            messages = text_messages(req.messages)
         except orjson.JSONDecodeError as exc:
             return openai_error(400, f"the request body is not JSON: {exc}")
         except ValidationError as exc:
             return openai_error(400, validation_message(exc))
+        except MessageError as exc:
+            return openai_error(400, str(exc), param=exc.param)
         if req.model and req.model != name:
             return openai_error(404, f"The model `{req.model}` does not exist; this server serves `{name}`.",
                                 code="model_not_found", param="model")
         try:
-            message = await backend.chat(req.messages, req.tools or None, sampling)
+            message = await backend.chat(messages, req.tools or None, sampling)
         except ConfigError as exc:
             return openai_error(400, str(exc))
         except BackendError as exc:

@@ -23,9 +23,49 @@ from shoparena.errors import BackendError
 from shoparena.llm.types import Sampling
 
 __all__ = [
-    "BackendError", "ChatRequest", "assistant_from_wire", "finish_reason", "request_to_sampling",
-    "sampling_to_request", "to_openai_chunks", "to_openai_message", "to_openai_response", "validation_message",
+    "BackendError", "ChatRequest", "MessageError", "assistant_from_wire", "finish_reason", "request_to_sampling",
+    "sampling_to_request", "text_messages", "to_openai_chunks", "to_openai_message", "to_openai_response",
+    "validation_message",
 ]
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+class MessageError(ValueError):
+    """A request message this project cannot use; ``param`` names it (``messages[2].content[0]``)."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each ``content`` given as a list of parts (OpenAI's ``[{"type": "text", "text": …}]``)
+    joined into one string (parts separated by a newline, as vLLM does). Raises :class:`MessageError` for a
+    missing or unknown ``role``, a ``content`` that is neither a string, a list of parts nor null, and a part that
+    is not text (named by its type: images and audio cannot reach a text-only backend)."""
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        if role not in ROLES:
+            raise MessageError(f"messages[{i}].role must be one of {', '.join(ROLES)} (got {str(role)[:40]!r})",
+                               f"messages[{i}].role")
+        content = message.get("content")
+        if isinstance(content, list):
+            texts = []
+            for j, part in enumerate(content):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                if kind != "text" or not isinstance(part.get("text"), str):
+                    what = f"a {str(kind)[:40]!r} part" if kind != "text" else "a text part without a string 'text'"
+                    raise MessageError(f"messages[{i}].content[{j}] is {what}; only text parts are supported",
+                                       f"messages[{i}].content[{j}]")
+                texts.append(part["text"])
+            message = {**message, "content": "\n".join(texts)}
+        elif content is not None and not isinstance(content, str):
+            raise MessageError(f"messages[{i}].content must be a string, a list of text parts or null",
+                               f"messages[{i}].content")
+        out.append(message)
+    return out
 
 
 class ChatRequest(BaseModel):

@@ -13,7 +13,8 @@ the problems and the pipeline) skips problems already recorded.
 Model URIs are checked before any problem runs (:func:`~shoparena.llm.check.check_models`); an inference call
 the model backend failed (the gateway's 502) makes that problem ``FAILED`` with the reason, never a success.
 Judge infrastructure failures never become scores: a problem whose verdict failed gets no record (a retry judges
-it again), and a run where more than half of at least three judge calls failed is ``FAILED`` (ORO's rule).
+it again), and a run where more than half of at least three judge calls failed is ``FAILED`` (ORO's rule), as is
+a run whose judge could not be reached at all (reason ``judge_unavailable: …``).
 The summary carries ORO's score components and ``final = success_rate × coeff(q)``.
 """
 
@@ -35,6 +36,7 @@ from shoparena import __version__
 from shoparena.scoring.types import ProblemScore, ScoreReport
 from shoparena.store.types import PipelineVersion, TrajectoryRecord
 from shoparena.tasks.types import Problem
+from shoparena.types import Mode
 from shoparena.validator.judge.types import Verdict, coefficient, final_score
 from shoparena.validator.output import check_envelope
 from shoparena.validator.sandbox.types import Envelope, Outcome, Sandbox
@@ -186,11 +188,16 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
                         gateway.close_run(token)
     finally:
         if loop is not None:
+            leftover = asyncio.all_tasks(loop)  # e.g. an LLM judge's client, closed when its task is cancelled
+            for task in leftover:
+                task.cancel()
+            if leftover:
+                loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
             loop.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-def aggregate_scores(scores: Sequence[Any], problems: Sequence[Problem], mode: Literal["upstream", "strict"], *,
+def aggregate_scores(scores: Sequence[Any], problems: Sequence[Problem], mode: Mode, *,
                      ks: list[int] | None = None, seed: int = 0) -> ScoreReport:
     """The :class:`~shoparena.scoring.types.ScoreReport` of per-sample scores over the suite ``problems``
     (strict: every problem counts, per bucket)."""
@@ -249,8 +256,12 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     q = sum(ok_scores) / len(ok_scores) if ok_scores else None
     status: Literal["SUCCESS", "FAILED"] = "SUCCESS"
     reason = None
-    if len(judged) >= 3 and failed * 2 > len(judged):
+    unreachable = next((v.error for v in judged if not v.ok and (v.error or "").startswith("judge_unavailable")),
+                       None)  # the judge could not be reached at all: FAILED whatever the count
+    if unreachable or (len(judged) >= 3 and failed * 2 > len(judged)):
         status, reason = "FAILED", f"judge failed on {failed} of {len(judged)} problems; retry the evaluation"
+        if unreachable:
+            reason = f"judge_unavailable: {reason} ({unreachable.removeprefix('judge_unavailable: ')})"
     return EvaluationSummary(
         eval_run_id=run_id, status=status, failure_reason=reason,
         ground_truth_rate=report.ground_truth_rate, success_rate=report.success_rate,

@@ -21,8 +21,8 @@ def test_working_uris_pass(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("uri", "error", "says"), [
-    ("bogus:x", ConfigError, "unknown model URI"),
-    ("nocolon", ConfigError, "unknown model URI"),
+    ("bogus:x", ConfigError, "unknown model backend"),
+    ("nocolon", ConfigError, "unknown model backend"),
     ("policy:nosuch", ConfigError, "unknown offline policy"),
     ("hf:/nonexistent", NotFoundError, "config.json missing"),
     ("openai:not-a-url", ConfigError, "cannot read an OpenAI base URL"),

@@ -5,7 +5,10 @@ Routes: ``GET /health`` (no auth); ``GET /search/find_product`` and ``GET /searc
 ``/search/get_product_raw`` is 403 for everyone, any other ``/search/*`` path 403, anything else 404, a known path
 with the wrong method 405.
 Every request except ``/health`` needs ``Authorization: Bearer <run token>`` (401 otherwise). Bodies over the
-run's ``max_body_bytes`` are refused with 413 before they are read in full.
+run's ``max_body_bytes`` are refused with 413 before they are read in full: by ``Content-Length`` before a byte
+is read, a chunked body as soon as the count passes the cap (the limit is per run, so it is checked here, after
+the token, rather than by :class:`shoparena._http.BodyLimit`; an unauthenticated body is never read). Every
+answer, an unexpected failure included (500, no traceback), carries :func:`~shoparena.llm.gateway.core.error_body`.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shoparena import __version__
-from shoparena._http import BackgroundServer
+from shoparena._http import BackgroundServer, guard
 from shoparena.env.tools import SEARCH_TOOLS
-from shoparena.llm.gateway.core import Gateway
+from shoparena.llm.gateway.core import Gateway, error_body
 
 __all__ = ["GatewayServer", "create_app"]
 
@@ -38,10 +41,14 @@ class _TooLarge(Exception):
     pass
 
 
+def _error(status: int, message: str) -> Response:
+    return Response(error_body(status, message), status_code=status, media_type=_JSON)
+
+
 async def _read_body(request: Request, cap: int) -> bytes:
     """The body, refusing (``_TooLarge``) as soon as it is known to exceed ``cap`` bytes."""
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > cap:
+    if length is not None and (not length.strip().isdigit() or int(length) > cap):
         raise _TooLarge
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -55,6 +62,7 @@ async def _read_body(request: Request, cap: int) -> bytes:
 def create_app(gateway: Gateway) -> FastAPI:
     """The ASGI app serving ``gateway``."""
     app = FastAPI(title="shoparena gateway", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    guard(app, _error, max_body_bytes=None)
 
     async def dispatch(request: Request) -> Response:
         t0 = time.perf_counter()
@@ -90,7 +98,10 @@ def create_app(gateway: Gateway) -> FastAPI:
             try:
                 raw = await _read_body(request, state.limits.max_body_bytes)
             except _TooLarge:
-                return refuse(413, f"request body over {state.limits.max_body_bytes} bytes")
+                response = refuse(413, f"request body over {state.limits.max_body_bytes} bytes "
+                                       "(or a Content-Length that is not a number)")
+                response.headers["Connection"] = "close"  # the rest of the upload is not read
+                return response
             code, body, media = await gateway.inference_call(state, raw, started, t0)
             return Response(body, status_code=code, media_type=media)
         if kind == "search":

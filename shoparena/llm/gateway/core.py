@@ -34,7 +34,14 @@ from shoparena.llm.gateway.calllog import CallKind, CallRecord, EmittedCall
 from shoparena.llm.gateway.emitted import emitted_calls
 from shoparena.llm.gateway.runs import Limits, RunHandle, RunRegistry, RunState
 from shoparena.llm.types import ChatBackend
-from shoparena.llm.wire import request_to_sampling, to_openai_chunks, to_openai_response, validation_message
+from shoparena.llm.wire import (
+    MessageError,
+    request_to_sampling,
+    text_messages,
+    to_openai_chunks,
+    to_openai_response,
+    validation_message,
+)
 
 __all__ = ["Gateway", "error_body"]
 
@@ -220,7 +227,8 @@ class Gateway:
         messages, tools = body.get("messages"), body.get("tools")
         try:
             params = _inference_params(body, messages, tools)
-        except (_BadRequest, TypeError) as exc:
+            messages = text_messages(messages)  # content as a list of text parts → one string
+        except (_BadRequest, MessageError, TypeError) as exc:
             return refuse(400, str(exc))
         model = body.get("model") or (state.handle.models[0] if state.handle.models else self.default_model)
         if not isinstance(model, str) or not model:
