@@ -1,0 +1,6 @@
+"""Post-training: the five stages of the distillation recipe (SFT → rejection-sampled re-SFT → teacher SFT → KTO →
+Dr. GRPO) over a model checkpoint and the corpus exports, recipes that chain them, and the run manifest.
+
+Every stage is a function ``train_<stage>(model_dir, ..., config, out_dir, *, resume=False) -> StageResult`` that
+reads a plain transformers checkpoint (adapters of the previous stage already merged) and writes one: the same text
+format (:mod:`shoparena.train.format`) is used for training, rollouts and evaluation."""

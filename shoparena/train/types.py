@@ -1,0 +1,62 @@
+"""The shared vocabulary of the training stages: what every stage's config has in common and what every stage
+returns. Stage-specific configs subclass :class:`StageConfig` in their own module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["LoraConfig", "StageConfig", "StageResult"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class LoraConfig(BaseModel):
+    """LoRA adapter settings (training.md §4.5: always explicit targets; PEFT's default trains q/v only)."""
+
+    model_config = _FROZEN
+
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: tuple[str, ...] | str = "all-linear"
+
+
+class StageConfig(BaseModel):
+    """Settings every stage has. ``lora=None`` means full fine-tuning. ``max_steps`` bounds a stage (CPU recipes);
+    ``None`` runs ``epochs`` over the data."""
+
+    model_config = _FROZEN
+
+    seed: int = 0
+    learning_rate: float = Field(1e-4, gt=0)
+    epochs: float = Field(1.0, gt=0)
+    max_steps: int | None = Field(None, ge=1)
+    batch_size: int = Field(4, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    max_length: int = Field(2048, ge=16)
+    lora: LoraConfig | None = Field(default_factory=LoraConfig)
+    logging_steps: int = Field(1, ge=1)
+    save_steps: int = Field(10, ge=1)
+    """Checkpoint every N optimiser steps (``--resume`` continues from the last one)."""
+
+
+class StageResult(BaseModel):
+    """What a stage wrote and measured; saved as ``<out_dir>/stage.json``."""
+
+    model_config = _FROZEN
+
+    stage: str
+    model_dir: Path
+    """The merged checkpoint the next stage (or evaluation) loads: ``hf:<model_dir>``."""
+    checkpoint_sha256: str
+    """Hash over the checkpoint's weight files (same seed + data → same hash on CPU)."""
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    """Losses, rewards, counts: ``train_loss``, ``eval_loss``, ``loss_first`` / ``loss_last``, …"""
+    steps: int = 0
+    tokens_trained: int = 0
+    seconds: float = 0.0
+    tokens_per_s: float | None = None
+    resumed_from: str | None = None
