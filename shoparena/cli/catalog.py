@@ -39,13 +39,18 @@ def generate(
 def import_(
     file: Annotated[Path, typer.Argument(help="Upstream documents.jsonl or .jsonl.gz.", exists=True, dir_okay=False)],
     out: Annotated[Path, typer.Option("--out", help="Catalog directory to write the index into.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a catalog already in --out.")] = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Index a file with no valid line.")] = False,
 ) -> None:
-    """Index an upstream documents file; bad lines are skipped, counted and reported with line numbers."""
+    """Index an upstream documents file; bad lines are skipped, counted and reported with line numbers.
+
+    The index is built beside --out and swapped in when complete: a failed or empty import leaves an existing
+    catalog untouched."""
     from shoparena.catalog.directory import INDEX_DIR, import_catalog
 
     t0 = time.perf_counter()
     with progress_bar(f"indexing {file.name}", None) as advance:
-        index, report = import_catalog(file, out, progress=advance)
+        index, report = import_catalog(file, out, progress=advance, allow_empty=allow_empty, overwrite=force)
     console.print(f"[green]indexed[/] {len(index):,} products → {out / INDEX_DIR} ({time.perf_counter() - t0:.1f} s)")
     if report.n_bad:
         err_console.print(f"[yellow]{report.summary()}[/]")
