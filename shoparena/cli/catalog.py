@@ -77,7 +77,7 @@ def info(
 def serve(
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (upstream 5631, ORO 5632).")] = 5632,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port (upstream 5631, ORO 5632).")] = 5632,
     uds: Annotated[str | None, typer.Option(help="Listen on this Unix socket instead of TCP.")] = None,
     raw: Annotated[bool, typer.Option("--raw/--no-raw", help="Expose /get_product_raw (scorer only).")] = True,
     mode: Annotated[str, typer.Option(help="Input mode: upstream (silent) or strict (explicit errors).")] = "upstream",
@@ -94,6 +94,10 @@ def serve(
         raise ConfigError(f"bad --mode {mode!r} or --flavor {flavor!r}",
                           hint=f"modes: {', '.join(MODES)}; flavours: {', '.join(FLAVORS)}")
     path = index_path(catalog)
+    if uds is None:  # a port in use is one clear error here, before "serving" is printed
+        from shoparena._http import bind_socket
+
+        bind_socket(host, port).close()
     err_console.print(f"serving {path} on {uds or f'http://{host}:{port}'} (mode {mode}, flavour {flavor})")
     serve_index(path, host=host, port=port, uds=uds, enable_raw=raw, mode=mode,  # type: ignore[arg-type]
                 flavor=flavor, workers=workers)  # type: ignore[arg-type]

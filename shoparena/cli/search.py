@@ -15,7 +15,7 @@ from shoparena.cli._common import console, print_json
 def search(
     query: Annotated[str, typer.Argument(help="Search text.")],
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
-    page: Annotated[int, typer.Option("--page", help="Result page 1..5 of 10 items.")] = 1,
+    page: Annotated[int, typer.Option("--page", min=1, max=5, help="Result page 1..5 of 10 items.")] = 1,
     shop_id: Annotated[str | None, typer.Option("--shop-id", help="Only this shop.")] = None,
     price: Annotated[str | None, typer.Option("--price", help='Price range "LO-HI", "LO-" or "-HI".')] = None,
     service: Annotated[str | None, typer.Option("--service", help="Comma list of required service codes.")] = None,
