@@ -21,7 +21,7 @@ from rich.markup import escape
 from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import err_console
-from shoparena.errors import ConfigError, DataError, NotFoundError, ShopArenaError
+from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
 app = typer.Typer(
     name="shoparena",
@@ -134,10 +134,28 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("SHOPARENA_DEBUG"):
             raise
+        if _is_transport_error(exc):
+            _fail(*_transport_error(exc))
         _fail(f"internal error: {type(exc).__name__}: {exc}",
               "this is a bug; rerun with SHOPARENA_DEBUG=1 for the traceback and report it", EXIT_INTERNAL)
     if isinstance(rv, int) and not isinstance(rv, bool):
         sys.exit(rv)
+
+
+def _is_transport_error(exc: Exception) -> bool:
+    """An httpx connection failure or timeout (a server that is down, a wrong URL) — checked without importing
+    httpx when no command did."""
+    httpx = sys.modules.get("httpx")
+    return httpx is not None and isinstance(exc, httpx.TransportError)
+
+
+def _transport_error(exc: Exception) -> tuple[str, str | None, int]:
+    try:
+        url = f" {exc.request.url}"  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        url = ""
+    return (f"cannot reach{url}: {exc or type(exc).__name__}", "check the URL and that the server is running",
+            BackendError.exit_code)
 
 
 def _eof_error(exc: EOFError) -> tuple[str, str | None, int]:

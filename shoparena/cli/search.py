@@ -32,9 +32,11 @@ def search(
     if as_json:
         print_json(result)
         return
-    if isinstance(result, dict):
-        console.print(f"[red]{result.get('error')}[/]")
-        raise typer.Exit(1)
+    if isinstance(result, dict):  # strict mode's explicit error for a bad argument
+        from shoparena.errors import ConfigError
+
+        raise ConfigError(f"find_product: {result.get('error')}",
+                          hint=f"check --{str(result.get('argument', 'query')).replace('_', '-')}")
     table = Table(title=f"find_product q={query!r} page={page}", show_lines=False)
     cols = ("product_id", "shop_id", "title", "price", "service", "sold_count")
     for col in cols:

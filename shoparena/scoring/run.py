@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.catalog.types import ProductLookup
-from shoparena.errors import ConfigError
+from shoparena.errors import ConfigError, DataError
 from shoparena.scoring.aggregate import aggregate
 from shoparena.scoring.rollouts import Rollout, RolloutLoadReport, load_rollouts, match_rollouts
 from shoparena.scoring.scorer import Scorer
@@ -103,6 +103,10 @@ def score_run(
     report = RolloutLoadReport()
     if isinstance(rollouts, str | os.PathLike):
         records = load_rollouts(rollouts, report, max_lines=config.parity.max_rollout_lines)
+        if not records and report.malformed:
+            line, reason = report.malformed[0]
+            raise DataError(f"no usable rollout in {rollouts}: all {len(report.malformed)} lines are malformed "
+                            f"(line {line}: {reason})", hint="pass step-list or ORO-envelope JSONL (shoppingbench.md §7)")
     else:
         records = list(rollouts)
         report.records = len(records)
