@@ -16,11 +16,10 @@ from typing import NoReturn
 
 import typer
 import typer._click.exceptions as _typer_click
-from rich.markup import escape
 
 from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
 from shoparena.cli import store as store_cli
-from shoparena.cli._common import err_console
+from shoparena.cli._common import print_error
 from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
 app = typer.Typer(
@@ -63,9 +62,7 @@ EXIT_INTERRUPTED = 130
 
 def _fail(message: str, hint: str | None, code: int) -> NoReturn:
     """Print one ``error:`` line (and a hint line) on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    if hint:
-        err_console.print(f"  [dim]hint:[/] {escape(hint)}", soft_wrap=True)
+    print_error(message, hint)
     sys.exit(code)
 
 

@@ -26,6 +26,15 @@ if not console.is_terminal:
 err_console = Console(stderr=True)
 
 
+def print_error(message: str, hint: str | None = None) -> None:
+    """The one ``error:`` line (and an indented ``hint:`` line) on stderr, unwrapped, markup in it escaped."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    if hint:
+        err_console.print(f"  [dim]hint:[/] {escape(hint)}", soft_wrap=True)
+
+
 def print_json(obj: Any) -> None:
     """Machine-readable output on stdout (no rich markup, no wrapping)."""
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")

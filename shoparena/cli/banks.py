@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, print_json
+from shoparena.cli._common import console, print_error, print_json
 from shoparena.errors import ConfigError, DataError
 
 app = typer.Typer(help="Problem banks with the leak-cluster guard.", no_args_is_help=True)
@@ -111,6 +111,8 @@ def verify(
         if result["ok"]:
             console.print(f"[green]✓ guard holds[/] ({', '.join(result['checks'])}) sizes {result['sizes']}")
     if not result["ok"]:
+        print_error(f"the bank in {directory} fails {len(result['violations'])} check(s): "
+                    f"{result['violations'][0]['check']}" if result["violations"] else f"the bank in {directory} fails")
         raise typer.Exit(code=DataError.exit_code)
 
 

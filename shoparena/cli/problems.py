@@ -56,7 +56,7 @@ def generate(
     if report.reused_gt:
         err_console.print(f"[yellow]{report.reused_gt} of {report.clusters} clusters reuse ground-truth products of "
                           f"an earlier cluster: the catalog ({len(products):,} products) is small for {n} "
-                          "problems[/]")
+                          "problems[/]", soft_wrap=True)
         if report.reused_gt > MAX_REUSED_GT_FRACTION * report.clusters and not force:
             raise DataError(f"{report.reused_gt} of {report.clusters} clusters share ground truths (more than "
                             f"{MAX_REUSED_GT_FRACTION:.0%}); nothing written",

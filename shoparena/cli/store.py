@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, finite, ms_option, one_of, output_file, print_json
+from shoparena.cli._common import (
+    console,
+    err_console,
+    finite,
+    ms_option,
+    one_of,
+    output_file,
+    print_error,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from shoparena.store.types import RecordQuery
@@ -122,4 +131,8 @@ def verify(
             err_console.print(f"[red]{record_id}[/] {problem}")
         err_console.print(f"[red]{len(report.mismatches)} mismatches[/] in {report.checked:,} records")
     if not report.ok:
-        raise typer.Exit(3)
+        from shoparena.errors import DataError
+
+        print_error(f"{len(report.mismatches)} of {report.checked:,} records do not match their content",
+                    hint="a record was changed after it was stored; see the mismatches above")
+        raise typer.Exit(DataError.exit_code)

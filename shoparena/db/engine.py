@@ -100,7 +100,10 @@ def check_sqlite_file(path: Path) -> None:
         raise DataError(f"{path} is not a SQLite database", hint="check --store; the file was not written by "
                         "shoparena (or is damaged)")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        # immutable: no lock, no -wal / -shm sidecar created; a live database's existing log is read (mode=ro)
+        live = Path(f"{path}-wal").exists()
+        query = "mode=ro" if live else "mode=ro&immutable=1"
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S)
         try:
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
