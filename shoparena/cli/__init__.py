@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> None:
             raise
         if _is_transport_error(exc):
             _fail(*_transport_error(exc))
+        if _is_validation_error(exc):  # a config model built from option values refused one of them
+            first = exc.errors()[0]  # type: ignore[attr-defined]
+            where = ".".join(str(part) for part in first.get("loc", ())) or type(exc).__name__
+            _fail(f"invalid {where}: {first.get('msg', exc)}", "check the options' values", ConfigError.exit_code)
         _fail(f"internal error: {type(exc).__name__}: {exc}",
               "this is a bug; rerun with SHOPARENA_DEBUG=1 for the traceback and report it", EXIT_INTERNAL)
     if isinstance(rv, int) and not isinstance(rv, bool):
@@ -144,6 +148,11 @@ def _is_transport_error(exc: Exception) -> bool:
     httpx when no command did."""
     httpx = sys.modules.get("httpx")
     return httpx is not None and isinstance(exc, httpx.TransportError)
+
+
+def _is_validation_error(exc: Exception) -> bool:
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
 
 
 def _transport_error(exc: Exception) -> tuple[str, str | None, int]:

@@ -123,15 +123,15 @@ def output_file(path: Path, flag: str = "--out", *, force: bool = True) -> Path:
     return path
 
 
-def one_of(valid: tuple[str, ...]) -> Callable[[list[str] | None], list[str] | None]:
-    """A typer callback for repeatable string options: every value must be one of ``valid`` (a usage error
-    naming the closest valid value otherwise)."""
+def one_of(valid: tuple[str, ...]) -> Callable[[Any], Any]:
+    """A typer callback for a string option (or a repeatable one): every value must be one of ``valid`` (a usage
+    error naming the closest valid value otherwise)."""
     import typer
 
     from shoparena.errors import closest
 
-    def check(values: list[str] | None) -> list[str] | None:
-        for value in values or []:
+    def check(values: Any) -> Any:
+        for value in [values] if isinstance(values, str) else values or []:
             if value not in valid:
                 near = closest(value, valid)
                 raise typer.BadParameter(f"{value!r} is not one of {', '.join(valid)}"

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, finite, print_json, progress_bar
+from shoparena.cli._common import console, finite, one_of, print_json, progress_bar
 
 
 def run(
@@ -26,8 +26,10 @@ def run(
     = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]
     = 300.0,
-    protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.")] = None,
-    mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.")] = "strict",
+    protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.",
+                                                 callback=one_of(("native", "tags")))] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.",
+                                      callback=one_of(("strict", "upstream")))] = "strict",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:

@@ -145,6 +145,8 @@ CASES = [
     Case("status BOGUS", "store export --store sqlite:///{f}/store.db --out {f}/x.jsonl --status BOGUS", USAGE),
     Case("export limit 0", "store export --store sqlite:///{f}/store.db --out {f}/x.jsonl --limit 0", USAGE),
     Case("empty buckets", "problems generate --catalog {f}/cat --out {f}/x.jsonl --buckets ,", USAGE),
+    Case("unknown scoring mode", "run --catalog {f}/cat --problems {f}/problems.jsonl --agent react --mode bogus",
+         USAGE),
     Case("in-memory store", "validate --catalog {f}/cat --problems {f}/problems.jsonl --agent react "
          "--store sqlite://", USAGE),
     Case("in-memory simulation store", "arena simulate --store sqlite://", USAGE),
@@ -292,6 +294,17 @@ def test_internal_errors_and_interrupts(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setenv("SHOPARENA_DEBUG", "1")
     with pytest.raises(RuntimeError, match="kaboom"):
         main(["search", "--catalog", str(tmp_path), "x"])
+
+    def invalid(_catalog: object) -> None:
+        from shoparena.agents.run import RunConfig
+
+        RunConfig(agent="react", model="policy:expert", score_mode="bogus")  # type: ignore[arg-type]
+
+    monkeypatch.delenv("SHOPARENA_DEBUG")
+    monkeypatch.setattr(search_cli, "index_path", invalid)
+    with pytest.raises(SystemExit) as exc:
+        main(["search", "--catalog", str(tmp_path), "x"])
+    assert exc.value.code == USAGE and "error: invalid score_mode" in capsys.readouterr().err
 
     def interrupted(_catalog: object) -> None:
         raise KeyboardInterrupt
