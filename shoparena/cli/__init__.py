@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     except ShopArenaError as exc:
         _fail(exc.message, exc.hint, exc.exit_code)
     except _CLICK_ERRORS as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help is the answer, already printed
+            sys.exit(exc.exit_code)
         _fail(*_click_error(exc))
     except _EXITS as exc:
         sys.exit(exc.exit_code)

@@ -322,3 +322,9 @@ def test_cli_choices_match_the_store_types() -> None:
     from shoparena.store.types import Axis, Status
 
     assert STATUSES == get_args(Status) and AXES == get_args(Axis)
+
+
+def test_a_bare_group_prints_its_help_not_an_empty_error(fx: Fx) -> None:
+    result = shoparena("store", cwd=fx.root)
+    assert result.returncode == USAGE and "Usage" in result.stdout
+    assert "error" not in result.stderr and "Traceback" not in result.stderr
