@@ -99,22 +99,31 @@ def check_sqlite_file(path: Path) -> None:
     if magic != _SQLITE_MAGIC:
         raise DataError(f"{path} is not a SQLite database", hint="check --store; the file was not written by "
                         "shoparena (or is damaged)")
-    try:
-        # immutable: no lock, no -wal / -shm sidecar created; a live database's existing log is read (mode=ro)
-        live = Path(f"{path}-wal").exists()
-        query = "mode=ro" if live else "mode=ro&immutable=1"
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S)
-        try:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise DataError(f"{path} is a damaged SQLite database: {exc}",
-                        hint="restore it from a copy; a truncated file cannot be read") from exc
+    tables = _sqlite_tables(path)
     if tables and not tables & MARKER_TABLES:
         shown = ", ".join(sorted(tables)[:5]) + (" …" if len(tables) > 5 else "")
         raise DataError(f"{path} is not a shoparena database (it holds the tables {shown})",
                         hint="check --store; shoparena never writes into another application's database")
+
+
+def _sqlite_tables(path: Path, attempts: int = 4) -> set[str]:
+    """The table names of a SQLite file, read without writing anything: ``immutable`` (no lock, no -wal / -shm
+    sidecar) unless a live database's log exists (then ``mode=ro`` reads it). An immutable read can see a file
+    another process is creating at that moment, so a failed read is retried briefly before it is called damaged."""
+    query = "mode=ro" if Path(f"{path}-wal").exists() else "mode=ro&immutable=1"
+    for attempt in range(attempts):
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
+                return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if attempt == attempts - 1:
+                raise DataError(f"{path} is a damaged SQLite database: {exc}",
+                                hint="restore it from a copy; a truncated file cannot be read") from exc
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def connection_error(url: str, exc: Exception) -> NotFoundError:
