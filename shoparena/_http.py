@@ -188,19 +188,34 @@ def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None, strict
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0, *, uds: str | os.PathLike[str] | None = None) -> socket.socket:
-    """A listening socket: TCP on ``host:port`` (port 0 = any free port) or a Unix socket at ``uds``."""
-    if uds is not None:
-        path = Path(uds)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(path))
-    else:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((host, port))
+    """A listening socket: TCP on ``host:port`` (port 0 = any free port) or a Unix socket at ``uds``.
+
+    A port in use, out of range or not ours to take, or an unusable socket path, is a :class:`ConfigError`."""
+    from shoparena.errors import ConfigError
+
+    where = str(uds) if uds is not None else f"{host}:{port}"
+    if uds is None and not 0 <= port <= 65535:
+        raise ConfigError(f"port {port} is out of range", hint="use a TCP port from 1 to 65535")
+    sock = None
+    try:
+        if uds is not None:
+            path = Path(uds)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(path))
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        if sock is not None:
+            sock.close()
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"cannot listen on {where}: {reason}",
+                          hint="choose another --port (or --host / --uds), or stop what is using it") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock

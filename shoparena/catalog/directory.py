@@ -78,18 +78,51 @@ def create_catalog(products: Iterable[Product], out: str | Path,
     return index
 
 
-def import_catalog(file: str | Path, out: str | Path,
-                   progress: Callable[[int], None] | None = None) -> tuple[SearchIndex, LoadReport]:
+def import_catalog(file: str | Path, out: str | Path, progress: Callable[[int], None] | None = None, *,
+                   allow_empty: bool = False, overwrite: bool = True) -> tuple[SearchIndex, LoadReport]:
     """Index an upstream ``documents.jsonl[.gz]`` into ``out/index`` (the file is referenced, not copied).
 
-    Bad lines are skipped, counted and returned in the :class:`LoadReport` with their line numbers.
+    Bad lines are skipped, counted and returned in the :class:`LoadReport` with their line numbers. The index is
+    built beside the target and swapped in only when complete, so a failed import leaves an existing catalog as
+    it was: a file with no valid line is a :class:`DataError` (unless ``allow_empty``), and with
+    ``overwrite=False`` an existing catalog in ``out`` is a :class:`ConfigError`. A replaced catalog's own
+    documents file is removed, so the directory never pairs one catalog's documents with another's index.
     """
+    import os
+    import shutil
+    import tempfile
+
     from shoparena.catalog.index import SearchIndex
     from shoparena.catalog.loader import LoadReport, iter_documents
+    from shoparena.errors import ConfigError, DataError
 
     source = Path(file).resolve()
+    if source.is_dir():
+        raise ConfigError(f"{file} is a directory", hint="pass the upstream documents.jsonl or .jsonl.gz file")
     root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--out {root} is a file", hint="pass a directory for the catalog")
+    own_docs = root / DOCUMENTS_FILE
+    existing = (root / INDEX_DIR).exists() or own_docs.exists() or (root / SOURCE_FILE).exists()
+    if existing and not overwrite:
+        raise ConfigError(f"{root} already holds a catalog", hint="pass --force to replace it, or another --out")
     report = LoadReport(path=str(source))
-    index = SearchIndex.build(iter_documents(source, report), root / INDEX_DIR, progress=progress)
-    (root / SOURCE_FILE).write_text(str(source) + "\n", encoding="utf-8")
-    return index, report
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".import.", dir=root))
+    try:
+        built = SearchIndex.build(iter_documents(source, report), tmp / INDEX_DIR, progress=progress)
+        n_docs = len(built)
+        del built
+        if n_docs == 0 and not allow_empty:
+            raise DataError(f"no valid product line in {file}" + (f" ({report.summary()})" if report.n_bad else ""),
+                            hint="check the file; pass --allow-empty to index an empty catalog anyway")
+        target = root / INDEX_DIR
+        if target.exists():
+            os.replace(target, tmp / "old-index")
+        os.replace(tmp / INDEX_DIR, target)
+        if own_docs.exists() and own_docs.resolve() != source:
+            own_docs.unlink()  # the replaced catalog's documents: they no longer match the index
+        (root / SOURCE_FILE).write_text(str(source) + "\n", encoding="utf-8")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return SearchIndex.open(target), report

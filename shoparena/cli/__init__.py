@@ -1,19 +1,26 @@
 """The ``shoparena`` command: a thin typer face over the library, one module per command group.
 
 Each command parses its options, makes one library call and renders the result. Library errors
-(:class:`shoparena.errors.ShopArenaError`) are printed without a traceback and exit with their stable code.
+(:class:`shoparena.errors.ShopArenaError`), usage errors and bad files are printed as one ``error:`` line (plus a
+hint) without a traceback and exit with their stable code (the table is in the README).
 """
 
 from __future__ import annotations
 
+import errno
+import gzip
+import os
 import sys
+import zlib
+from typing import NoReturn
 
 import typer
+import typer._click.exceptions as _typer_click
 
 from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
 from shoparena.cli import store as store_cli
-from shoparena.cli._common import err_console
-from shoparena.errors import ShopArenaError
+from shoparena.cli._common import print_error
+from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
 app = typer.Typer(
     name="shoparena",
@@ -37,24 +44,128 @@ app.command("score")(score.score)
 app.command("demo")(demo.demo)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
-    try:
-        app(args=argv, prog_name="shoparena", standalone_mode=False)
-    except ShopArenaError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)  # one line, however long
-        if exc.hint:
-            err_console.print(f"  [dim]hint:[/] {exc.hint}", soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
+try:  # typer vendors its own click; a plain click may still raise from third-party callbacks
+    import click.exceptions as _click
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    _CLICK_ERRORS: tuple[type[Exception], ...] = (_typer_click.ClickException, _click.ClickException)
+    _EXITS: tuple[type[Exception], ...] = (typer.Exit, _click.Exit)
+    _ABORTS: tuple[type[Exception], ...] = (typer.Abort, _click.Abort)
+except ImportError:  # pragma: no cover - click is not a dependency of its own
+    _CLICK_ERRORS, _EXITS, _ABORTS = (_typer_click.ClickException,), (typer.Exit,), (typer.Abort,)
+
+EXIT_INTERNAL = 70
+"""Exit code of an unexpected exception (a bug): distinct from every user error (EX_SOFTWARE)."""
+
+EXIT_INTERRUPTED = 130
+"""Exit code of a real Ctrl-C (SIGINT)."""
+
+
+def _fail(message: str, hint: str | None, code: int) -> NoReturn:
+    """Print one ``error:`` line (and a hint line) on stderr and exit with ``code``."""
+    print_error(message, hint)
+    sys.exit(code)
+
+
+def _os_error(exc: OSError) -> tuple[str, str | None, int]:
+    """A user-facing message, hint and exit code for a file-system error that escaped a command."""
+    where = f": {exc.filename}" if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return f"{reason}{where}", "check the path", NotFoundError.exit_code
+    if isinstance(exc, IsADirectoryError):
+        return f"{reason}{where}", "pass a file, not a directory", ConfigError.exit_code
+    if isinstance(exc, NotADirectoryError):
+        return f"{reason}{where}", "pass a directory, not a file", ConfigError.exit_code
+    if isinstance(exc, PermissionError):
+        return f"{reason}{where}", "check the file's permissions", ConfigError.exit_code
+    if isinstance(exc, FileExistsError):
+        return f"{reason}{where}", "choose another path or remove the existing one", ConfigError.exit_code
+    return f"{reason}{where}", None, ShopArenaError.exit_code
+
+
+def _click_error(exc: Exception) -> tuple[str, str | None, int]:
+    """Message, hint and exit code of a (typer-vendored or plain) click usage error."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)  # type: ignore[union-attr]
+    ctx = getattr(exc, "ctx", None)
+    hint = None
+    if ctx is not None:
+        hint = f"see `{ctx.command_path} --help`"
+    code = getattr(exc, "exit_code", ConfigError.exit_code)
+    return message, hint, code if isinstance(code, int) and code else ConfigError.exit_code
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: runs one command and turns every outcome into one exit code.
+
+    A command's returned int (or ``typer.Exit``) is the exit code; library errors and usage errors print one
+    ``error:`` line (plus a hint) without a traceback; anything unexpected is an internal error (exit 70) whose
+    traceback ``SHOPARENA_DEBUG=1`` shows. Exit codes are listed in the README.
+    """
+    try:
+        rv = app(args=argv, prog_name="shoparena", standalone_mode=False)
+    except ShopArenaError as exc:
+        _fail(exc.message, exc.hint, exc.exit_code)
+    except _CLICK_ERRORS as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help is the answer, already printed
             sys.exit(exc.exit_code)
-        raise
+        _fail(*_click_error(exc))
+    except _EXITS as exc:
+        sys.exit(exc.exit_code)
+    except _ABORTS as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, EOFError):  # typer turns EOFError (a truncated gzip, a closed stdin) into Abort
+            _fail(*_eof_error(cause))
+        if isinstance(cause, KeyboardInterrupt):
+            _fail("interrupted", None, EXIT_INTERRUPTED)
+        _fail("aborted", None, 1)
+    except KeyboardInterrupt:
+        _fail("interrupted", None, EXIT_INTERRUPTED)
+    except EOFError as exc:
+        _fail(*_eof_error(exc))
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        _fail(f"corrupt compressed file: {exc}", "the file is damaged or not gzip", DataError.exit_code)
+    except UnicodeDecodeError as exc:
+        _fail(f"not UTF-8 text: {exc}", "pass a UTF-8 text file", DataError.exit_code)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:  # the reader of our output went away (| head): not an error worth a line
+            sys.exit(1)
+        _fail(*_os_error(exc))
+    except Exception as exc:
+        if os.environ.get("SHOPARENA_DEBUG"):
+            raise
+        if _is_transport_error(exc):
+            _fail(*_transport_error(exc))
+        if _is_validation_error(exc):  # a config model built from option values refused one of them
+            first = exc.errors()[0]  # type: ignore[attr-defined]
+            where = ".".join(str(part) for part in first.get("loc", ())) or type(exc).__name__
+            _fail(f"invalid {where}: {first.get('msg', exc)}", "check the options' values", ConfigError.exit_code)
+        _fail(f"internal error: {type(exc).__name__}: {exc}",
+              "this is a bug; rerun with SHOPARENA_DEBUG=1 for the traceback and report it", EXIT_INTERNAL)
+    if isinstance(rv, int) and not isinstance(rv, bool):
+        sys.exit(rv)
+
+
+def _is_transport_error(exc: Exception) -> bool:
+    """An httpx connection failure or timeout (a server that is down, a wrong URL) — checked without importing
+    httpx when no command did."""
+    httpx = sys.modules.get("httpx")
+    return httpx is not None and isinstance(exc, httpx.TransportError)
+
+
+def _is_validation_error(exc: Exception) -> bool:
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
+
+
+def _transport_error(exc: Exception) -> tuple[str, str | None, int]:
+    try:
+        url = f" {exc.request.url}"  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        url = ""
+    return (f"cannot reach{url}: {exc or type(exc).__name__}", "check the URL and that the server is running",
+            BackendError.exit_code)
+
+
+def _eof_error(exc: EOFError) -> tuple[str, str | None, int]:
+    text = str(exc) or "unexpected end of input"
+    return f"truncated input: {text}", "the file is cut short (an interrupted download or copy?)", DataError.exit_code

@@ -1,12 +1,13 @@
-"""Shared CLI plumbing: consoles, progress bars, JSON output, catalog directory resolution."""
+"""Shared CLI plumbing: consoles, progress bars, JSON output, and the checks of untrusted option values."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -23,6 +24,15 @@ console = Console()
 if not console.is_terminal:
     console.width = 120  # logs and pipes: wide enough for the tables, still readable
 err_console = Console(stderr=True)
+
+
+def print_error(message: str, hint: str | None = None) -> None:
+    """The one ``error:`` line (and an indented ``hint:`` line) on stderr, unwrapped, markup in it escaped."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    if hint:
+        err_console.print(f"  [dim]hint:[/] {escape(hint)}", soft_wrap=True)
 
 
 def print_json(obj: Any) -> None:
@@ -65,3 +75,67 @@ def ms_option(value: str | None, flag: str) -> int | None:
 
         raise ConfigError(f"bad {flag} {value!r}", hint="ms since the epoch or ISO-8601, e.g. 2026-05-01T12:00") from None
     return int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def finite(low: float | None = None, *, above: bool = False) -> Callable[[float | None], float | None]:
+    """A typer callback for float options: refuses NaN and ±inf, and values below ``low`` (or equal to it when
+    ``above``), as a usage error naming the option."""
+    import math
+
+    import typer
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{value} is not a finite number")
+        if low is not None and (value <= low if above else value < low):
+            raise typer.BadParameter(f"{value} must be {'>' if above else '≥'} {low:g}")
+        return value
+
+    return check
+
+
+def persistent_store(url: str | None) -> str | None:
+    """``url`` if it names a store that outlives the process; an in-memory SQLite URL (``sqlite://``) is a
+    :class:`~shoparena.errors.ConfigError` for commands whose records must be kept (they would all be lost)."""
+    from shoparena.db.engine import parse_url
+    from shoparena.errors import ConfigError
+
+    if url is None:
+        return None
+    u = parse_url(url)
+    if u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:"):
+        raise ConfigError(f"store {url!r} is in memory: every record would be lost at exit",
+                          hint="use a file, e.g. sqlite:///runs/trajectories.db, or postgresql://…")
+    return url
+
+
+def output_file(path: Path, flag: str = "--out", *, force: bool = True) -> Path:
+    """``path`` if a file can be written there: a directory is a :class:`~shoparena.errors.ConfigError`, and so
+    is an existing file unless ``force``."""
+    from shoparena.errors import ConfigError
+
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a directory", hint="pass a file path")
+    if path.exists() and not force:
+        raise ConfigError(f"{flag} {path} already exists", hint="pass --force to overwrite it, or another path")
+    return path
+
+
+def one_of(valid: tuple[str, ...]) -> Callable[[Any], Any]:
+    """A typer callback for a string option (or a repeatable one): every value must be one of ``valid`` (a usage
+    error naming the closest valid value otherwise)."""
+    import typer
+
+    from shoparena.errors import closest
+
+    def check(values: Any) -> Any:
+        for value in [values] if isinstance(values, str) else values or []:
+            if value not in valid:
+                near = closest(value, valid)
+                raise typer.BadParameter(f"{value!r} is not one of {', '.join(valid)}"
+                                         + (f" (did you mean {near!r}?)" if near else ""))
+        return values
+
+    return check

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from shoparena.cli import banks as banks_cli
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, finite, persistent_store, print_json
 
 app = typer.Typer(help="The SN15-style arena: simulation, banks, validators.", no_args_is_help=True)
 app.add_typer(banks_cli.app, name="banks")
@@ -22,7 +22,8 @@ def simulate(
     validators: Annotated[int, typer.Option(min=1, help="Simulated validators.")] = 3,
     days: Annotated[int, typer.Option(min=1, help="Simulated days.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of everything.")] = 0,
-    store: Annotated[str | None, typer.Option(help="Store URL (default: a SQLite file under --out).")] = None,
+    store: Annotated[str | None, typer.Option(help="Store URL (default: a SQLite file under --out).",
+                                              callback=persistent_store)] = None,
     out: Annotated[Path | None, typer.Option(help="Working directory to keep (default: temporary).")] = None,
     qualifying_problems: Annotated[int, typer.Option(min=1)] = 50,
     race_problems: Annotated[int, typer.Option(min=1)] = 50,
@@ -94,7 +95,8 @@ def _f(v: object) -> str:
 def validator(
     api: Annotated[str, typer.Option("--api", help="Arena API base URL (http://host:port).")],
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory the problems refer to.")],
-    store: Annotated[str, typer.Option("--store", help="Trajectory store URL for this validator's records.")],
+    store: Annotated[str, typer.Option("--store", help="Trajectory store URL for this validator's records.",
+                                       callback=persistent_store)],
     name: Annotated[str, typer.Option(help="Dev identity name (hotkey derived from name and seed).")] = "validator",
     seed: Annotated[int, typer.Option(help="Dev identity seed.")] = 0,
     model: Annotated[str, typer.Option(help="Default model URI agents get.")] = "policy:careful",
@@ -103,8 +105,9 @@ def validator(
     sandbox: Annotated[str, typer.Option(help="bubblewrap | docker | process.")] = "bubblewrap",
     allow_non_hermetic: Annotated[bool, typer.Option("--allow-non-hermetic")] = False,
     judge: Annotated[str, typer.Option(help="rubric or llm:<uri>.")] = "rubric",
-    max_items: Annotated[int | None, typer.Option(help="Stop after this many work items.")] = None,
-    idle: Annotated[float, typer.Option(help="Stop after the queue stayed empty this many seconds.")] = 0.0,
+    max_items: Annotated[int | None, typer.Option(min=1, help="Stop after this many work items.")] = None,
+    idle: Annotated[float, typer.Option(help="Stop after the queue stayed empty this many seconds.",
+                                        callback=finite(0.0))] = 0.0,
     workdir: Annotated[Path, typer.Option(help="Where fetched agent files are written.")] = Path("runs/agents"),
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:

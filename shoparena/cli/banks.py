@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, print_json
+from shoparena.cli._common import console, print_error, print_json
 from shoparena.errors import ConfigError, DataError
 
 app = typer.Typer(help="Problem banks with the leak-cluster guard.", no_args_is_help=True)
@@ -58,8 +58,10 @@ def build(
     problems: Annotated[list[str], typer.Option("--problems", help="Problem file or quoted glob (repeat).")],
     static: Annotated[list[str] | None, typer.Option("--static", help="ORO suite file or glob (repeat).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the partition order.")] = 0,
-    held_out_fraction: Annotated[float, typer.Option(help="Share of non-static problems held out.")] = 0.2,
-    open_fraction: Annotated[float, typer.Option(help="Share of non-static problems open at build.")] = 0.3,
+    held_out_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of non-static problems held "
+                                                     "out.")] = 0.2,
+    open_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of non-static problems open at "
+                                                 "build.")] = 0.3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Cluster the problems, split them into static / reserve / held-out / open, verify and save."""
@@ -69,8 +71,10 @@ def build(
     suites = {_suite_name(path): load_problems(path) for path in _expand(static or [], "--static")}
     try:
         config = BankConfig(held_out_fraction=held_out_fraction, open_fraction=open_fraction)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    except ValueError as exc:  # a pydantic ValidationError: its first message, on one line
+        errors = getattr(exc, "errors", None)
+        first = errors()[0].get("msg", str(exc)) if callable(errors) and errors() else str(exc)
+        raise ConfigError(f"bad bank fractions: {first}") from None
     banks = BankSet.build(loaded, static=suites, seed=seed, config=config)
     report = banks.verify()
     if not report.ok:
@@ -106,6 +110,8 @@ def verify(
         if result["ok"]:
             console.print(f"[green]✓ guard holds[/] ({', '.join(result['checks'])}) sizes {result['sizes']}")
     if not result["ok"]:
+        print_error(f"the bank in {directory} fails {len(result['violations'])} check(s): "
+                    f"{result['violations'][0]['check']}" if result["violations"] else f"the bank in {directory} fails")
         raise typer.Exit(code=DataError.exit_code)
 
 

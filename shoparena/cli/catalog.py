@@ -38,13 +38,18 @@ def generate(
 def import_(
     file: Annotated[Path, typer.Argument(help="Upstream documents.jsonl or .jsonl.gz.", exists=True, dir_okay=False)],
     out: Annotated[Path, typer.Option("--out", help="Catalog directory to write the index into.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a catalog already in --out.")] = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Index a file with no valid line.")] = False,
 ) -> None:
-    """Index an upstream documents file; bad lines are skipped, counted and reported with line numbers."""
+    """Index an upstream documents file; bad lines are skipped, counted and reported with line numbers.
+
+    The index is built beside --out and swapped in when complete: a failed or empty import leaves an existing
+    catalog untouched."""
     from shoparena.catalog import INDEX_DIR, import_catalog
 
     t0 = time.perf_counter()
     with progress_bar(f"indexing {file.name}", None) as advance:
-        index, report = import_catalog(file, out, progress=advance)
+        index, report = import_catalog(file, out, progress=advance, allow_empty=allow_empty, overwrite=force)
     console.print(f"[green]indexed[/] {len(index):,} products → {out / INDEX_DIR} ({time.perf_counter() - t0:.1f} s)")
     if report.n_bad:
         err_console.print(f"[yellow]{report.summary()}[/]")
@@ -70,7 +75,7 @@ def info(
 def serve(
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (upstream 5631, ORO 5632).")] = 5632,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port (upstream 5631, ORO 5632).")] = 5632,
     uds: Annotated[str | None, typer.Option(help="Listen on this Unix socket instead of TCP.")] = None,
     raw: Annotated[bool, typer.Option("--raw/--no-raw", help="Expose /get_product_raw (scorer only).")] = True,
     mode: Annotated[str, typer.Option(help="Input mode: upstream (silent) or strict (explicit errors).")] = "upstream",
@@ -85,6 +90,10 @@ def serve(
         raise ConfigError(f"bad --mode {mode!r} or --flavor {flavor!r}",
                           hint=f"modes: {', '.join(MODES)}; flavours: {', '.join(FLAVORS)}")
     path = index_path(catalog)
+    if uds is None:  # a port in use is one clear error here, before "serving" is printed
+        from shoparena._http import bind_socket
+
+        bind_socket(host, port).close()
     err_console.print(f"serving {path} on {uds or f'http://{host}:{port}'} (mode {mode}, flavour {flavor})")
     serve_index(path, host=host, port=port, uds=uds, enable_raw=raw, mode=mode,  # type: ignore[arg-type]
                 flavor=flavor, workers=workers)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, ms_option, print_json, progress_bar
+from shoparena.cli._common import console, ms_option, persistent_store, print_json, progress_bar
 
 app = typer.Typer(help="Build SFT / KTO / GRPO sets from stored or imported trajectories.", no_args_is_help=True)
 
@@ -18,7 +18,8 @@ app = typer.Typer(help="Build SFT / KTO / GRPO sets from stored or imported traj
 @app.command("build")
 def build(
     out: Annotated[Path, typer.Option("--out", help="Output directory (exports, split.json, manifest.json).")],
-    store: Annotated[str | None, typer.Option("--from", help="Store URL: sqlite:///path.db or postgresql://…")] = None,
+    store: Annotated[str | None, typer.Option("--from", help="Store URL: sqlite:///path.db or postgresql://…",
+                                              callback=persistent_store)] = None,
     rollouts: Annotated[Path | None, typer.Option("--from-rollouts", help="Upstream rollout / ORO envelope "
                                                                             "JSONL file.")] = None,
     catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog directory: recommended ids must "

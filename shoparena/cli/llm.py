@@ -20,7 +20,7 @@ def _group() -> None:
 def serve(
     model: Annotated[str, typer.Option("--model", help="Model URI: hf:<dir>, policy:<name> or openai:<url>/<model>.")],
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
     uds: Annotated[str | None, typer.Option(help="Listen on this Unix socket instead of TCP.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Model name clients send (default: the backend's).")]
     = None,
@@ -31,6 +31,10 @@ def serve(
     from shoparena.llm.types import get_backend
 
     backend = get_backend(model)
+    if uds is None:  # a port in use is one clear error here, before "serving" is printed
+        from shoparena._http import bind_socket
+
+        bind_socket(host, port).close()
     served = name or backend.name
     err_console.print(f"serving {model} as {served!r} on {uds or f'http://{host}:{port}/v1'}")
     serve_forever(create_app(backend, model_name=served), host=host, port=port, uds=uds)

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Generate and inspect problem sets.", no_args_is_help=True)
 
+MAX_REUSED_GT_FRACTION = 0.5
+"""``problems generate`` refuses (without ``--force``) when more than this share of the clusters reuse ground-truth
+products of an earlier cluster: the catalog is too small for the number of problems asked, and the "clusters"
+would not be independent (a leak across any split)."""
+
 
 @app.command()
 def generate(
@@ -25,14 +30,36 @@ def generate(
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     paraphrases: Annotated[int, typer.Option("--paraphrases", min=0, help="Extra variants per cluster.")] = 2,
     buckets: Annotated[str, typer.Option("--buckets", help="Comma-separated buckets.")] = "product,shop,voucher",
+    force: Annotated[bool, typer.Option("--force", help="Write even when most clusters share ground truths "
+                                        "(a catalog too small for --n).")] = False,
 ) -> None:
-    """Generate solvable problems (product / shop / voucher) with paraphrase clusters."""
+    """Generate solvable problems (product / shop / voucher) with paraphrase clusters.
+
+    Clusters whose ground-truth products repeat an earlier cluster's are reported on stderr; when more than half
+    of them do, nothing is written (exit 3) unless --force."""
+    from shoparena.cli._common import output_file
+    from shoparena.errors import ConfigError, DataError
     from shoparena.tasks import GenerationReport, dump_problems, generate_problems
 
+    names = [b.strip() for b in buckets.split(",") if b.strip()]
+    if not names:
+        raise ConfigError(f"--buckets {buckets!r} names no bucket", hint="e.g. --buckets product,shop,voucher")
+    output_file(out)
     products = _catalog_products(catalog)
     report = GenerationReport()
-    names = [b.strip() for b in buckets.split(",") if b.strip()]
     problems = generate_problems(products, n=n, seed=seed, buckets=names, paraphrases=paraphrases, report=report)
+    if not problems:
+        raise DataError(f"no problem could be generated from {catalog}",
+                        hint="; ".join(f"{b}: {why}" for b, why in report.skipped_buckets.items())
+                        or "use a larger catalog")
+    if report.reused_gt:
+        err_console.print(f"[yellow]{report.reused_gt} of {report.clusters} clusters reuse ground-truth products of "
+                          f"an earlier cluster: the catalog ({len(products):,} products) is small for {n} "
+                          "problems[/]", soft_wrap=True)
+        if report.reused_gt > MAX_REUSED_GT_FRACTION * report.clusters and not force:
+            raise DataError(f"{report.reused_gt} of {report.clusters} clusters share ground truths (more than "
+                            f"{MAX_REUSED_GT_FRACTION:.0%}); nothing written",
+                            hint="ask for fewer problems (--n), use a larger catalog, or pass --force")
     dump_problems(problems, out)
     console.print(
         f"[green]wrote[/] {report.problems} problems in {report.clusters} clusters → {out}  {report.by_bucket}"

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, print_json, progress_bar
+from shoparena.cli._common import console, finite, one_of, print_json, progress_bar
 
 
 def run(
@@ -20,13 +20,17 @@ def run(
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k up to n).")] = 1,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the per-run sampling seeds.")] = 0,
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("runs/latest"),
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).")]
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).",
+                                                      callback=finite(0.0))] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Problems run at once (default: CPU cores).")]
     = None,
-    concurrency: Annotated[int | None, typer.Option(help="Problems run at once (default: CPU cores).")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per agent call.")] = 300.0,
-    protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.")] = None,
-    mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.")] = "strict",
-    limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]
+    = 300.0,
+    protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.",
+                                                 callback=one_of(("native", "tags")))] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.",
+                                      callback=one_of(("strict", "upstream")))] = "strict",
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json.

@@ -37,11 +37,11 @@ def score(
     similarity: Annotated[str, typer.Option(
         "--similarity", help="Title similarity: lexical | embedding[:PATH] | precomputed[:PATH].")] = "lexical",
     suite_size: Annotated[int | None, typer.Option(
-        "--suite-size", help="Strict denominator (default: the number of problems).")] = None,
+        "--suite-size", min=1, help="Strict denominator (default: the number of problems).")] = None,
     no_think: Annotated[bool, typer.Option("--no-think", help="Format-check tool_call only (ReAct).")] = False,
     parity: Annotated[bool, typer.Option(
         "--parity", help="Reproduce upstream/ORO code quirks (501-line read limit, message-rendered format…).")] = False,
-    k: Annotated[list[int] | None, typer.Option("--k", help="pass@k values (repeatable).")] = None,
+    k: Annotated[list[int] | None, typer.Option("--k", min=1, help="pass@k values (repeatable, 1 ≤ k ≤ samples).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print per-problem scores and the aggregate as JSON.")] = False,
 ) -> None:

@@ -15,7 +15,7 @@ from shoparena.cli._common import console, print_json
 def search(
     query: Annotated[str, typer.Argument(help="Search text.")],
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
-    page: Annotated[int, typer.Option("--page", help="Result page 1..5 of 10 items.")] = 1,
+    page: Annotated[int, typer.Option("--page", min=1, max=5, help="Result page 1..5 of 10 items.")] = 1,
     shop_id: Annotated[str | None, typer.Option("--shop-id", help="Only this shop.")] = None,
     price: Annotated[str | None, typer.Option("--price", help='Price range "LO-HI", "LO-" or "-HI".')] = None,
     service: Annotated[str | None, typer.Option("--service", help="Comma list of required service codes.")] = None,
@@ -31,9 +31,11 @@ def search(
     if as_json:
         print_json(result)
         return
-    if isinstance(result, dict):
-        console.print(f"[red]{result.get('error')}[/]")
-        raise typer.Exit(1)
+    if isinstance(result, dict):  # strict mode's explicit error for a bad argument
+        from shoparena.errors import ConfigError
+
+        raise ConfigError(f"find_product: {result.get('error')}",
+                          hint=f"check --{str(result.get('argument', 'query')).replace('_', '-')}")
     table = Table(title=f"find_product q={query!r} page={page}", show_lines=False)
     cols = ("product_id", "shop_id", "title", "price", "service", "sold_count")
     for col in cols:

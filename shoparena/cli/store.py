@@ -8,10 +8,24 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, ms_option, print_json
+from shoparena.cli._common import (
+    console,
+    err_console,
+    finite,
+    ms_option,
+    one_of,
+    output_file,
+    print_error,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from shoparena.store.types import RecordQuery
+
+# The values of shoparena.store.types.Status / Axis (not imported: it loads SQLAlchemy on every CLI start);
+# tests/cli/test_bad_input.py checks they agree.
+STATUSES: tuple[str, ...] = ("SUCCESS", "FAILED", "TIMED_OUT")
+AXES: tuple[str, ...] = ("A", "B", "mixed", "none")
 
 app = typer.Typer(help="Export, count and verify trajectory records.", no_args_is_help=True)
 
@@ -43,20 +57,27 @@ def export(
     suite: Annotated[list[str] | None, typer.Option("--suite", help="Bank or suite (repeatable).")] = None,
     eval_run: Annotated[list[str] | None, typer.Option("--eval-run", help="Evaluation run id (repeatable).")] = None,
     pipeline: Annotated[list[str] | None, typer.Option("--pipeline", help="Scoring-pipeline version.")] = None,
-    axis: Annotated[list[str] | None, typer.Option("--axis", help="A, B, mixed or none (repeatable).")] = None,
-    status: Annotated[list[str] | None, typer.Option("--status", help="SUCCESS, FAILED or TIMED_OUT.")] = None,
+    axis: Annotated[list[str] | None, typer.Option("--axis", help="A, B, mixed or none (repeatable).",
+                                                   callback=one_of(AXES))] = None,
+    status: Annotated[list[str] | None, typer.Option("--status", help="SUCCESS, FAILED or TIMED_OUT.",
+                                                     callback=one_of(STATUSES))] = None,
     success: Annotated[bool | None, typer.Option("--success/--failed", help="Only solved / unsolved.")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Created at or after (ms or ISO-8601).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Created before (ms or ISO-8601).")] = None,
-    min_judge: Annotated[float | None, typer.Option("--min-judge", help="Judge score ≥ this.")] = None,
-    max_judge: Annotated[float | None, typer.Option("--max-judge", help="Judge score ≤ this.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N records.")] = None,
+    min_judge: Annotated[float | None, typer.Option("--min-judge", help="Judge score ≥ this.",
+                                                    callback=finite())] = None,
+    max_judge: Annotated[float | None, typer.Option("--max-judge", help="Judge score ≤ this.",
+                                                    callback=finite())] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most N records.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print {out, records} as JSON.")] = False,
 ) -> None:
-    """Stream the matching records to a file (canonical JSON lines, or Parquet), in append order."""
+    """Stream the matching records to a file (canonical JSON lines, or Parquet), in append order. An existing
+    --out file is kept unless --force."""
     from shoparena.store import open_store
     from shoparena.store.export import export_records
 
+    output_file(out, force=force)
     q = _query(agent, agent_version, problem, cluster, suite, eval_run, pipeline, axis, status, success, since,
                until, min_judge, max_judge, limit)
     with open_store(store, create=False) as st:
@@ -110,4 +131,8 @@ def verify(
             err_console.print(f"[red]{record_id}[/] {problem}")
         err_console.print(f"[red]{len(report.mismatches)} mismatches[/] in {report.checked:,} records")
     if not report.ok:
-        raise typer.Exit(3)
+        from shoparena.errors import DataError
+
+        print_error(f"{len(report.mismatches)} of {report.checked:,} records do not match their content",
+                    hint="a record was changed after it was stored; see the mismatches above")
+        raise typer.Exit(DataError.exit_code)

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, print_error, print_json
 from shoparena.errors import ConfigError, NotFoundError
 
 
@@ -50,6 +50,7 @@ def submit(
     else:
         _render(path, report)
     if exit_code and not report.accepted:
+        print_error(f"{path} is rejected by the submission gate ({len(report.violations)} violation(s))")
         raise typer.Exit(1)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, print_json, progress_bar
+from shoparena.cli._common import console, finite, persistent_store, print_json, progress_bar
 
 
 def validate(
@@ -17,23 +17,24 @@ def validate(
     agent: Annotated[str, typer.Option("--agent", help="PATH.py defining agent_main, or react|oro7|pipeline.")],
     model: Annotated[str, typer.Option("--model", help="Model URI the agent may call through the gateway.")]
     = "policy:expert",
-    store: Annotated[str, typer.Option("--store", help="Trajectory store URL (sqlite:///… or postgresql://…).")]
-    = "sqlite:///runs/trajectories.db",
+    store: Annotated[str, typer.Option("--store", help="Trajectory store URL (sqlite:///… or postgresql://…).",
+                                       callback=persistent_store)] = "sqlite:///runs/trajectories.db",
     judge: Annotated[str, typer.Option("--judge", help="rubric, or a model URI for the LLM judge (llm:URI,…).")]
     = "rubric",
     sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap | docker | process (not isolated).")]
     = "bubblewrap",
     allow_non_hermetic: Annotated[bool, typer.Option(
         "--allow-non-hermetic", help="Permit --sandbox process (trusted code only).")] = False,
-    workers: Annotated[int | None, typer.Option(help="Problems in parallel (default: CPU cores).")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per problem.")] = 300.0,
+    workers: Annotated[int | None, typer.Option(min=1, help="Problems in parallel (default: CPU cores).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per problem.", callback=finite(0.0, above=True))] = 300.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the per-problem sampling seeds (as for run).")] = 0,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature the agent is given.")] = 0.0,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature the agent is given.",
+                                               callback=finite(0.0))] = 0.0,
     agent_id: Annotated[str | None, typer.Option(help="Agent id recorded (default: the file name).")] = None,
     agent_version: Annotated[str, typer.Option(help="Agent version recorded.")] = "v1",
     miner_hotkey: Annotated[str | None, typer.Option(help="Miner hotkey recorded.")] = None,
     validator_hotkey: Annotated[str | None, typer.Option(help="Validator hotkey recorded.")] = None,
-    limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the score components and problem lines as JSON.")]
     = False,
 ) -> None:

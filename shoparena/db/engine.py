@@ -27,13 +27,16 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from shoparena.errors import ConfigError
+from shoparena.errors import ConfigError, DataError, NotFoundError
 
 T = TypeVar("T")
 #: Execution option marking a connection whose transactions write (SQLite then begins IMMEDIATE).
 WRITE = {"shoparena_write": True}
 BUSY_TIMEOUT_S = 60.0
 _SYNC_MODES = ("off", "normal", "full", "extra")
+#: The migration tables that mark a database as ours (trajectory store, arena state).
+MARKER_TABLES = frozenset({"schema_migrations", "arena_schema_migrations"})
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def parse_url(url: str) -> URL:
@@ -70,6 +73,7 @@ def make_engine(url: str) -> Engine:
     memory = u.database in (None, "", ":memory:")
     path = sqlite_path(url)
     if path is not None:
+        check_sqlite_file(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     kw: dict[str, Any] = {"poolclass": StaticPool} if memory else {}
     engine = create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
@@ -77,6 +81,56 @@ def make_engine(url: str) -> Engine:
     _sqlite_hooks(engine, sync, memory)
     _fork_safe(engine)
     return engine
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse, read-only and before anything connects (which would switch the file to WAL and migrate it), a
+    path that is a directory, not a SQLite file, unreadable or corrupt, or another application's database (tables
+    but none of :data:`MARKER_TABLES`). A missing or empty file is fine: it becomes a new database."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a database file", hint="use sqlite:///path/to/file.db")
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from exc
+    if magic != _SQLITE_MAGIC:
+        raise DataError(f"{path} is not a SQLite database", hint="check --store; the file was not written by "
+                        "shoparena (or is damaged)")
+    tables = _sqlite_tables(path)
+    if tables and not tables & MARKER_TABLES:
+        shown = ", ".join(sorted(tables)[:5]) + (" …" if len(tables) > 5 else "")
+        raise DataError(f"{path} is not a shoparena database (it holds the tables {shown})",
+                        hint="check --store; shoparena never writes into another application's database")
+
+
+def _sqlite_tables(path: Path, attempts: int = 4) -> set[str]:
+    """The table names of a SQLite file, read without writing anything: ``immutable`` (no lock, no -wal / -shm
+    sidecar) unless a live database's log exists (then ``mode=ro`` reads it). An immutable read can see a file
+    another process is creating at that moment, so a failed read is retried briefly before it is called damaged."""
+    query = "mode=ro" if Path(f"{path}-wal").exists() else "mode=ro&immutable=1"
+    for attempt in range(attempts):
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
+                return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if attempt == attempts - 1:
+                raise DataError(f"{path} is a damaged SQLite database: {exc}",
+                                hint="restore it from a copy; a truncated file cannot be read") from exc
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def connection_error(url: str, exc: Exception) -> NotFoundError:
+    """The error for a database that cannot be reached or opened (server down, wrong host, port or name)."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    return NotFoundError(f"cannot connect to the database {safe_url(url)}: {reason}",
+                         hint="check the URL and that the server is running")
 
 
 def _sqlite_hooks(engine: Engine, sync: str, memory: bool) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.catalog.types import ProductLookup
+from shoparena.errors import ConfigError, DataError
 from shoparena.scoring.aggregate import aggregate
 from shoparena.scoring.rollouts import Rollout, RolloutLoadReport, load_rollouts, match_rollouts
 from shoparena.scoring.scorer import Scorer
@@ -70,6 +71,25 @@ def score_rollouts(
     return out
 
 
+def check_config(config: ScoreConfig, problems: Sequence[Problem], matched: Mapping[str, Sequence[Rollout]]) -> None:
+    """Refuse a denominator or pass@k that would make the numbers meaningless (:class:`ConfigError`): a suite
+    size below 1 or below the number of 3-bucket problems scored (ASR could pass 1.0), a k below 1, or a k
+    above the most samples any problem has (pass@k needs k ≤ n)."""
+    from shoparena.tasks.types import ASR_BUCKETS
+
+    if config.suite_size is not None:
+        scored = sum(1 for p in problems if p.bucket in ASR_BUCKETS)
+        if config.suite_size < max(1, scored):
+            raise ConfigError(f"suite size {config.suite_size} is smaller than the {scored} problems scored",
+                              hint="the suite size is the strict denominator: at least the number of problems")
+    if config.ks:
+        most = max((len(v) for v in matched.values()), default=0)
+        bad = sorted(k for k in config.ks if k < 1 or k > max(most, 1))
+        if bad:
+            raise ConfigError(f"pass@k with k={bad[0]}: k must be from 1 to the samples per problem ({most} here)",
+                              hint="run more samples (-n) or ask for a smaller --k")
+
+
 def score_run(
     lookup: ProductLookup,
     problems: Sequence[Problem],
@@ -84,10 +104,15 @@ def score_run(
     report = RolloutLoadReport()
     if isinstance(rollouts, str | os.PathLike):
         records = load_rollouts(rollouts, report, max_lines=config.parity.max_rollout_lines)
+        if not records and report.malformed:
+            line, reason = report.malformed[0]
+            raise DataError(f"no usable rollout in {rollouts}: all {len(report.malformed)} lines are malformed "
+                            f"(line {line}: {reason})", hint="pass step-list or ORO-envelope JSONL (shoppingbench.md §7)")
     else:
         records = list(rollouts)
         report.records = len(records)
     matched = match_rollouts(problems, records, report)
+    check_config(config, problems, matched)
     backend = similarity if similarity is not None else get_similarity(config.similarity)
     scorer = Scorer(lookup, mode=config.mode, similarity=backend, parity=config.parity, think=config.think)
     scores = score_rollouts(scorer, problems, matched)

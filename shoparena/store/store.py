@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 
-from shoparena.db.engine import make_engine, safe_url, sqlite_path
+from shoparena.db.engine import connection_error, make_engine, safe_url, sqlite_path
 from shoparena.errors import DataError, NotFoundError
 from shoparena.store import schema
 from shoparena.store.query import ROW_COLUMNS, make_query, record_from_body, row_from, select_for
@@ -68,8 +69,14 @@ class TrajectoryStore:
         self._engine: Engine = make_engine(url)
         self.dialect: str = self._engine.dialect.name
         self._writer = Writer(self._engine)
-        if migrate:
-            self.migrate()
+        try:
+            if migrate:
+                self.migrate()
+            elif self.dialect == "postgresql":
+                self._engine.connect().close()  # fail here, clearly, not at the first query
+        except OperationalError as exc:
+            self._engine.dispose()
+            raise connection_error(url, exc) from None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def migrate(self) -> list[int]:
