@@ -9,21 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from shoparena.agents import agent_path, load_agent
-from shoparena.catalog.directory import create_catalog
-from shoparena.catalog.synthetic import generate_catalog
 from shoparena.errors import ConfigError, NotFoundError
-from shoparena.tasks.generator import generate_problems
-from shoparena.tasks.loader import dump_problems
 from shoparena.validator.run import RunConfig, run_agents
+from tests.worlds import small_world
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, Path]:
-    root = tmp_path_factory.mktemp("world")
-    index = create_catalog(generate_catalog(600, seed=11), root / "cat")
-    problems = generate_problems(index, n=6, seed=3, paraphrases=0)
-    dump_problems(problems, root / "problems.jsonl")
-    return root / "cat", problems, root / "problems.jsonl"
+    return small_world(tmp_path_factory.mktemp("world"), size=600, catalog_seed=11, n=6,
+                       problem_seed=3)
 
 
 def _read(path: Path) -> list:

@@ -29,7 +29,10 @@ def raw_request(url: str, method: str, path: str, headers: dict[str, str], chunk
             conn.putheader(key, value)
         conn.endheaders()
         for chunk in chunks:
-            conn.send(chunk)
+            try:
+                conn.send(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break  # the server refused the rest (e.g. 413 + Connection: close): read its answer if it is there
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
     finally:

@@ -16,17 +16,14 @@ from pathlib import Path
 import pytest
 
 from shoparena.agents import agent_path
-from shoparena.catalog.directory import create_catalog
-from shoparena.catalog.synthetic import generate_catalog
 from shoparena.errors import BackendError
 from shoparena.store import open_store
-from shoparena.tasks.generator import generate_problems
-from shoparena.tasks.loader import dump_problems
 from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
 from shoparena.validator.judge import LLMJudge, LLMJudgeConfig
 from shoparena.validator.judge.llm import UNAVAILABLE
 from tests.http import TRACEBACK_MARKERS
 from tests.validator.judge import QUERY, THINKS, StandIn, call_log, quoting, trajectory
+from tests.worlds import small_world
 
 
 def closed_port() -> int:
@@ -40,11 +37,8 @@ def closed_port() -> int:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, Path]:
-    root = tmp_path_factory.mktemp("judge-down")
-    index = create_catalog(generate_catalog(300, seed=3), root / "cat")
-    problems = generate_problems(index, n=3, seed=2, paraphrases=0)
-    dump_problems(problems, root / "problems.jsonl")
-    return root / "cat", problems, root / "problems.jsonl"
+    return small_world(tmp_path_factory.mktemp("judge-down"), size=300, catalog_seed=3, n=3,
+                       problem_seed=2)
 
 
 def test_an_unreachable_judge_fails_the_evaluation_in_seconds(world, tmp_path: Path) -> None:

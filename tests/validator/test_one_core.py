@@ -22,15 +22,12 @@ from typing import Any
 import pytest
 
 from shoparena.agents import agent_path
-from shoparena.catalog.directory import create_catalog
-from shoparena.catalog.synthetic import generate_catalog
 from shoparena.errors import BackendError, ConfigError, NotFoundError
 from shoparena.store import open_store
 from shoparena.store.types import canonical_json
-from shoparena.tasks.generator import generate_problems
-from shoparena.tasks.loader import dump_problems
 from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate, sample_seed
 from shoparena.validator.run import RunConfig, run_agents, validator_config
+from tests.worlds import small_world
 
 WALL_CLOCK = ("timestamp", "execution_time")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -38,11 +35,8 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, Path]:
-    root = tmp_path_factory.mktemp("core")
-    index = create_catalog(generate_catalog(500, seed=31), root / "cat")
-    problems = generate_problems(index, n=6, seed=8, paraphrases=0)
-    dump_problems(problems, root / "problems.jsonl")
-    return root / "cat", problems, root / "problems.jsonl"
+    return small_world(tmp_path_factory.mktemp("core"), size=500, catalog_seed=31, n=6,
+                       problem_seed=8)
 
 
 def _lines(path: Path) -> list[Any]:

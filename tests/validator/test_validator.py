@@ -14,25 +14,19 @@ from pathlib import Path
 import pytest
 
 from shoparena.agents import agent_path
-from shoparena.catalog.directory import create_catalog
-from shoparena.catalog.synthetic import generate_catalog
 from shoparena.errors import ConfigError
 from shoparena.store import open_store
-from shoparena.tasks.generator import generate_problems
-from shoparena.tasks.loader import dump_problems
 from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
 from shoparena.validator.judge.types import coefficient
+from tests.worlds import small_world
 
 BWRAP = shutil.which("bwrap")
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, Path]:
-    root = tmp_path_factory.mktemp("val")
-    index = create_catalog(generate_catalog(500, seed=21), root / "cat")
-    problems = generate_problems(index, n=6, seed=4, paraphrases=0)
-    dump_problems(problems, root / "problems.jsonl")
-    return root / "cat", problems, root / "problems.jsonl"
+    return small_world(tmp_path_factory.mktemp("val"), size=500, catalog_seed=21, n=6,
+                       problem_seed=4)
 
 
 def _spec(name: str = "react") -> AgentSpec:
