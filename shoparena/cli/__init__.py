@@ -11,6 +11,7 @@ import sys
 import typer
 
 from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
+from shoparena.cli import models as models_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import err_console
 from shoparena.errors import ShopArenaError
@@ -28,6 +29,7 @@ app.add_typer(llm.app, name="llm")
 app.add_typer(store_cli.app, name="store")
 app.add_typer(arena.app, name="arena")
 app.add_typer(corpus.app, name="corpus")
+app.add_typer(models_cli.app, name="models")
 app.command("serve")(llm.serve)
 app.command("run")(run.run)
 app.command("validate")(validate.validate)
