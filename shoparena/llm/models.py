@@ -56,6 +56,7 @@ class ModelSpec:
     filename: str  # the GGUF's name inside the package
     license: str
     pre_tokenizer: str | None = None  # llama.cpp pre-tokenizer name the GGUF's merges were learned with
+    max_new_tokens: int = 256  # per-turn cap written to generation_config.json (the hf: backend's default)
     path: Path | None = None
 
     @property
@@ -168,7 +169,7 @@ def _build(spec: ModelSpec, gguf: Path, out: Path, torch: Any, transformers: Any
     model.eval()
     model.generation_config = transformers.GenerationConfig(
         bos_token_id=ids("<|im_start|>"), eos_token_id=[ids("<|im_end|>"), ids("<|endoftext|>")],
-        pad_token_id=ids("<|endoftext|>"))
+        pad_token_id=ids("<|endoftext|>"), max_new_tokens=spec.max_new_tokens)
     model.save_pretrained(out)
     del loaded, state
 

@@ -94,6 +94,7 @@ def test_tokenizer_has_chatml_specials_padding_and_smollm_digit_split(prepared) 
     words = [w for w, _ in tok.backend_tokenizer.pre_tokenizer.pre_tokenize_str("under 2000 pesos")]
     assert words == ["under", "Ġ", "2", "0", "0", "0", "Ġpesos"]  # plain GPT-2 would give "Ġ2000"
     gen = json.loads((out / "generation_config.json").read_text())
+    assert gen["max_new_tokens"] == 256  # the per-turn cap the hf: backend takes as its default
     assert set(gen["eos_token_id"]) == {tok.convert_tokens_to_ids("<|im_end|>"),
                                         tok.convert_tokens_to_ids("<|endoftext|>")}
     assert body["special_tokens"] == {"bos": "<|im_start|>", "eos": "<|im_end|>", "pad": "<|endoftext|>"}
@@ -101,7 +102,8 @@ def test_tokenizer_has_chatml_specials_padding_and_smollm_digit_split(prepared) 
 
 def test_template_is_the_qwen3_one_and_tool_calls_round_trip(prepared) -> None:
     out, body = prepared
-    backend = HFBackend(out, device="cpu", max_new_tokens=8)
+    backend = HFBackend(out, device="cpu")
+    assert backend.max_new_tokens == 256
     assert backend.tokenizer.chat_template == QWEN3_CHAT_TEMPLATE
     assert body["chat_template_sha256"] == sha256_bytes(QWEN3_CHAT_TEMPLATE.encode())
     call = {"id": "c1", "type": "function", "function": {"name": "find_product", "arguments": '{"q": "red dress"}'}}
