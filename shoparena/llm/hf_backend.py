@@ -115,10 +115,12 @@ class HFBackend:
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
             self.path, local_files_only=True, dtype=torch_dtype).to(self.device)
         self.model.eval()
-        # per-turn cap: the argument, else the checkpoint's generation_config.json (prepared models set one),
-        # else DEFAULT_MAX_NEW_TOKENS; a request's max_tokens overrides it
-        self.max_new_tokens = (max_new_tokens or getattr(self.model.generation_config, "max_new_tokens", None)
-                               or DEFAULT_MAX_NEW_TOKENS)
+        # Per-turn cap: the argument, else the checkpoint's generation_config.json (prepared models set one).
+        # A configured cap also bounds what a request asks for (the gateway fills max_tokens with the run's
+        # whole token budget); without one, a request's max_tokens stands and DEFAULT_MAX_NEW_TOKENS is used
+        # when it names none.
+        self.turn_cap: int | None = max_new_tokens or getattr(self.model.generation_config, "max_new_tokens", None)
+        self.max_new_tokens = self.turn_cap or DEFAULT_MAX_NEW_TOKENS
         self._lock = threading.Lock()
         self._torch = torch
         end = {self.tokenizer.convert_tokens_to_ids(t) for t in _END_MARKERS if t in self.tokenizer.get_vocab()}
@@ -159,6 +161,8 @@ class HFBackend:
         n_prompts = [int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()]
         room = getattr(self.model.config, "max_position_embeddings", None)
         max_new = sampling.max_tokens or self.max_new_tokens
+        if self.turn_cap is not None:
+            max_new = min(max_new, self.turn_cap)
         if room is not None:
             max_new = min(max_new, room - max(n_prompts))
         if max_new < 1:

@@ -132,6 +132,10 @@ def test_hf_backend_serves_it_deterministically(prepared) -> None:
     messages = [{"role": "user", "content": "a red dress"}]
     greedy = [backend.generate(messages, TOOLS, Sampling(temperature=0)) for _ in range(2)]
     assert greedy[0] == greedy[1] and greedy[0][2] >= 1
+    # the checkpoint's per-turn cap bounds a request that asks for the gateway's whole run budget
+    capped = HFBackend(out, device="cpu")
+    capped.turn_cap = capped.max_new_tokens = 3
+    assert greedy[0][2] == 6 and capped.generate(messages, TOOLS, Sampling(max_tokens=500_000))[2] == 3
     sampled = [backend.generate(messages, TOOLS, Sampling(temperature=1.0, seed=7)) for _ in range(2)]
     assert sampled[0] == sampled[1]
 
