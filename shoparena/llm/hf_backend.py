@@ -96,7 +96,7 @@ class HFBackend:
     """A local transformers model as a chat backend. ``name`` is the model directory's name."""
 
     def __init__(self, path: str | Path, *, device: str | None = None, dtype: str | None = None,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> None:
+                 max_new_tokens: int | None = None) -> None:
         torch, transformers = _import_hf()
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
@@ -115,7 +115,12 @@ class HFBackend:
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
             self.path, local_files_only=True, dtype=torch_dtype).to(self.device)
         self.model.eval()
-        self.max_new_tokens = max_new_tokens
+        # Per-turn cap: the argument, else the checkpoint's generation_config.json (prepared models set one).
+        # A configured cap also bounds what a request asks for (the gateway fills max_tokens with the run's
+        # whole token budget); without one, a request's max_tokens stands and DEFAULT_MAX_NEW_TOKENS is used
+        # when it names none.
+        self.turn_cap: int | None = max_new_tokens or getattr(self.model.generation_config, "max_new_tokens", None)
+        self.max_new_tokens = self.turn_cap or DEFAULT_MAX_NEW_TOKENS
         self._lock = threading.Lock()
         self._torch = torch
         end = {self.tokenizer.convert_tokens_to_ids(t) for t in _END_MARKERS if t in self.tokenizer.get_vocab()}
@@ -137,17 +142,31 @@ class HFBackend:
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  sampling: Sampling | None = None) -> tuple[str, int, int]:
         """Blocking generation: ``(completion text, prompt tokens, completion tokens)``."""
+        return self.generate_batch([messages], tools, sampling)[0]
+
+    def generate_batch(self, conversations: list[list[dict[str, Any]]], tools: list[dict[str, Any]] | None = None,
+                       sampling: Sampling | None = None) -> list[tuple[str, int, int]]:
+        """Several conversations in one left-padded ``generate`` call (one ``sampling`` for all): on a CPU a
+        batch of 8 yields several times the tokens/s of 8 single calls. One row per conversation, as
+        :meth:`generate` returns it; a ``seed`` makes the whole batch repeatable (rows draw from one RNG, so a
+        row's sample depends on the batch it is in)."""
+        if not conversations:
+            return []
         sampling = sampling or Sampling()
         torch = self._torch
-        prompt = self.render(messages, tools, sampling.enable_thinking)
-        inputs = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(self.device)
-        n_prompt = int(inputs["input_ids"].shape[1])
+        prompts = [self.render(m, tools, sampling.enable_thinking) for m in conversations]
+        inputs = self.tokenizer(prompts, return_tensors="pt", add_special_tokens=False, padding=True,
+                                padding_side="left").to(self.device)
+        width = int(inputs["input_ids"].shape[1])
+        n_prompts = [int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()]
         room = getattr(self.model.config, "max_position_embeddings", None)
         max_new = sampling.max_tokens or self.max_new_tokens
+        if self.turn_cap is not None:
+            max_new = min(max_new, self.turn_cap)
         if room is not None:
-            max_new = min(max_new, room - n_prompt)
+            max_new = min(max_new, room - max(n_prompts))
         if max_new < 1:
-            raise ConfigError(f"the prompt ({n_prompt} tokens) fills the model's context ({room} tokens)")
+            raise ConfigError(f"the prompt ({max(n_prompts)} tokens) fills the model's context ({room} tokens)")
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new, "eos_token_id": self.eos_token_ids, "pad_token_id": self.pad_token_id,
         }
@@ -165,11 +184,22 @@ class HFBackend:
                     out = self.model.generate(**inputs, **kwargs)
             else:
                 out = self.model.generate(**inputs, **kwargs)
-        new = out[0, n_prompt:].tolist()
-        while new and new[-1] == self.pad_token_id and self.pad_token_id not in self.eos_token_ids:
-            new.pop()
-        text = self.tokenizer.decode(new, skip_special_tokens=False)
-        return _clip(text, sampling.stop), n_prompt, len(new)
+        results = []
+        for row, n_prompt in zip(out[:, width:].tolist(), n_prompts, strict=True):
+            new = self._completion_ids(row)
+            text = self.tokenizer.decode(new, skip_special_tokens=False)
+            results.append((_clip(text, sampling.stop), n_prompt, len(new)))
+        return results
+
+    def _completion_ids(self, row: list[int]) -> list[int]:
+        """A generated row up to and including its first end token (a finished row of a batch is padded)."""
+        end = set(self.eos_token_ids)
+        for i, token in enumerate(row):
+            if token in end:
+                return row[: i + 1]
+        while row and row[-1] == self.pad_token_id:
+            row = row[:-1]
+        return row
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> AssistantMessage:

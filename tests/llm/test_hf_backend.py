@@ -86,6 +86,21 @@ def test_greedy_is_deterministic(hf_backend: HFBackend) -> None:
     assert 1 <= n_completion <= 12
 
 
+def test_batched_greedy_matches_one_at_a_time(hf_backend: HFBackend) -> None:
+    short = [{"role": "user", "content": "hi"}]
+    longer = [*USER, {"role": "assistant", "content": "Let me search."}, {"role": "user", "content": "cheaper"}]
+    conversations = [USER, short, longer]
+    alone = [hf_backend.generate(c, TOOLS, Sampling(max_tokens=12)) for c in conversations]
+    batched = hf_backend.generate_batch(conversations, TOOLS, Sampling(max_tokens=12))
+    assert [n for _, n, _ in batched] == [n for _, n, _ in alone]  # left padding is not counted as prompt
+    assert len({n for _, n, _ in batched}) == 3  # the rows really were padded to one width
+    assert batched == alone
+    sampled = hf_backend.generate_batch(conversations, TOOLS, Sampling(temperature=1.0, seed=3, max_tokens=12))
+    assert sampled == hf_backend.generate_batch(conversations, TOOLS, Sampling(temperature=1.0, seed=3,
+                                                                                max_tokens=12))
+    assert hf_backend.generate_batch([], TOOLS) == []
+
+
 def test_seeded_sampling_repeats_and_seeds_differ(hf_backend: HFBackend) -> None:
     def run(seed: int) -> str:
         return hf_backend.generate(USER, None, Sampling(temperature=1.0, seed=seed, max_tokens=24))[0]

@@ -1,0 +1,53 @@
+"""``shoparena models``: list the preparable base models and de-quantise one into a plain transformers checkpoint
+(a thin face over :func:`shoparena.llm.models.prepare`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from shoparena.cli._common import console, err_console, print_json
+
+app = typer.Typer(help="Real base models that install from the package registry.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The models `shoparena models prepare` knows, with the wheel each one needs."""
+    from shoparena.llm.models import MODELS
+
+    rows = [{"name": s.name, "description": s.description, "install": s.install, "license": s.license}
+            for s in (MODELS.get(n) for n in MODELS.names())]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("name", "description", "install", "license")
+    for r in rows:
+        table.add_row(r["name"], r["description"], r["install"], r["license"])
+    console.print(table)
+
+
+@app.command("prepare")
+def prepare(
+    name: Annotated[str, typer.Argument(help="A model from `shoparena models list`, e.g. smollm2-135m.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory; serve it as hf:DIR.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output directory.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print prepare.json.")] = False,
+) -> None:
+    """De-quantise the model's GGUF into safetensors + tokenizer + a tool-calling chat template (prepare.json
+    records the hashes)."""
+    from shoparena.llm.models import MODELS
+    from shoparena.llm.models import prepare as prepare_model
+
+    MODELS.get(name)  # an unknown name fails before anything is said or loaded
+    err_console.print(f"preparing {name} into {out} (de-quantising the GGUF: ~30 s for smollm2-135m)")
+    body = prepare_model(name, out, force=force)
+    if as_json:
+        print_json(body)
+        return
+    console.print(f"[green]prepared[/] {body['model']}: {body['parameters']:,} parameters, "
+                  f"{len(body['files'])} files, gguf sha256 {body['source']['gguf_sha256'][:12]}…")
+    console.print(f"serve it with [bold]--model hf:{out}[/]")

