@@ -1,12 +1,13 @@
 """Session fixtures of the KTO / GRPO stage tests: a small real corpus (the seeded world of
 :mod:`shoparena.corpus.testing` through ``build_corpus``), the tiny Qwen3 and a briefly overfit copy of it
 (training.md §6 overfit fixture, shortened: plain torch, CE on two target turns after the first GRPO row's prompt,
-so sampling at temperature 1 emits the teacher's first call, a recommendation of the GT product, or a garbled mix of
-the two; the prompt's keys and values are computed without gradient each step, which keeps a step at ~0.1 s).
+2:1 — greedy decoding emits the teacher's first call, sampling at temperature 1 that call, a recommendation of
+the GT product or a garbled mix of the two; the prompt's keys and values are computed without gradient each step, which keeps a step at ~0.1 s).
 Imported by the test modules that use them (kept out of ``conftest.py``)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ def overfit_model(tiny_model: Path, rl_world: RLWorld, tmp_path_factory: pytest.
     for row in rl_world.rows("grpo_train")[:1]:
         tools = json.loads(row["tools"])
         prompt = render_prompt_ids(tok, row["prompt"], tools)
-        for turn in target_turns(row):
+        for turn in (*target_turns(row), target_turns(row)[0]):  # 2:1, so greedy decoding searches first
             text = tok.apply_chat_template([*row["prompt"], turn], tools=tools, tokenize=False)
             ids = tok(text, add_special_tokens=False)["input_ids"]
             assert ids[:len(prompt)] == prompt
@@ -88,12 +89,13 @@ def overfit_model(tiny_model: Path, rl_world: RLWorld, tmp_path_factory: pytest.
             samples.append((torch.tensor([ids[:end]]), len(prompt)))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model.train()
-    for _ in range(80):
+    prefix = samples[0][0][:, :samples[0][1] - 1]  # the one prompt all targets share
+    for _ in range(120):
         opt.zero_grad()
+        with torch.no_grad():
+            cache = model(input_ids=prefix, use_cache=True).past_key_values
         for ids, start in samples:
-            with torch.no_grad():
-                cache = model(input_ids=ids[:, :start - 1], use_cache=True).past_key_values
-            logits = model(input_ids=ids[:, start - 1:-1], past_key_values=cache).logits[0]
+            logits = model(input_ids=ids[:, start - 1:-1], past_key_values=copy.deepcopy(cache)).logits[0]
             torch.nn.functional.cross_entropy(logits, ids[0, start:]).backward()
         opt.step()
     out = tmp_path_factory.mktemp("overfit") / "model"
