@@ -88,17 +88,17 @@ def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig,
                       log: list[dict[str, Any]] | None = None) -> Callable[[list[Any], Any], dict[str, Any]]:
     """TRL's ``rollout_func(prompts, trainer)`` over :class:`~shoparena.train.rollout.RolloutEnv` ``env``;
     per-episode summaries are appended to ``log`` when given."""
-    from shoparena.train.rollout import run_token_episode
+    from shoparena.train.rollout import run_token_episodes
 
     def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         model = trainer.model
         was_training = model.training
         model.eval()
         try:
-            episodes = [run_token_episode(model, tokenizer, env, env.row(p),
+            episodes = run_token_episodes(model, tokenizer, env, [env.row(p) for p in prompts],
                                           max_completion_length=config.max_completion_length,
                                           turn_max_tokens=config.turn_max_tokens, temperature=config.temperature,
-                                          top_p=config.top_p, w=config.w) for p in prompts]
+                                          top_p=config.top_p, w=config.w)
         finally:
             if was_training:
                 model.train()

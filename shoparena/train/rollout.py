@@ -2,7 +2,7 @@
 
 :class:`RolloutEnv` holds what every episode needs: the catalog's search service (the same ``SearchService`` the
 gateway serves), the strict rule scorer, and the GRPO rows by prompt. :func:`run_token_episode` plays one episode
-of one row with a model:
+of one row with a model (:func:`run_token_episodes` plays several in lockstep, one batched ``generate`` per turn):
 
 1. the prompt is the row's ``prompt`` + ``tools`` through the tokenizer's chat template (generation prompt on);
 2. each turn samples with ``model.generate`` under ``torch.no_grad()`` with the model in ``eval()`` mode
@@ -36,7 +36,8 @@ from typing import Any
 from shoparena.errors import ConfigError, DataError
 from shoparena.train.reward import blended_reward, mean_step_match
 
-__all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode", "tool_suffix_ids"]
+__all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode",
+           "run_token_episodes", "tool_suffix_ids"]
 
 _STAND_IN = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
              {"role": "assistant", "content": "a", "reasoning_content": "r"}]
@@ -134,82 +135,130 @@ class RolloutEnv:
         return parse_problem(raw, suite=str(raw.get("suite") or "train"))
 
 
-def _sample(model: Any, ids: list[int], max_new: int, eos_ids: list[int], pad_id: int, temperature: float,
-            top_p: float) -> list[int]:
+def _sample_batch(model: Any, contexts: list[list[int]], max_new: list[int], eos_ids: list[int], pad_id: int,
+                  temperature: float, top_p: float) -> list[list[int]]:
+    """One turn for each context, generated together (left padding), each cut after its first end-of-turn token
+    and at its own token budget."""
     import torch
 
     assert not model.training, "sampling in train mode (training.md §7 bug #2)"
     device = next(model.parameters()).device
-    inputs = torch.tensor([ids], device=device)
+    width = max(map(len, contexts))
+    ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, ctx in enumerate(contexts):
+        ids[i, width - len(ctx):] = torch.tensor(ctx)
+        mask[i, width - len(ctx):] = 1
     kwargs: dict[str, Any] = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 \
         else {"do_sample": False}
     with torch.no_grad():
-        out = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new,
+        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max(max_new),
                              eos_token_id=eos_ids, pad_token_id=pad_id, **kwargs)
-    new = out[0, len(ids):].tolist()
-    for i, tok in enumerate(new):  # cut after the first end-of-turn (the rest is padding)
-        if tok in eos_ids:
-            return new[:i + 1]
-    return new
+    turns = []
+    for row, budget in zip(out[:, width:].tolist(), max_new, strict=True):
+        new = row[:budget]
+        cut = next((i + 1 for i, tok in enumerate(new) if tok in eos_ids), len(new))
+        turns.append(new[:cut])
+    return turns
 
 
-def run_token_episode(model: Any, tokenizer: Any, env: RolloutEnv, row: dict[str, Any], *,
-                      max_completion_length: int, turn_max_tokens: int, temperature: float, top_p: float,
-                      w: float = 0.5) -> TokenEpisode:
-    """Play one episode of ``row`` with ``model`` (module docstring)."""
-    from shoparena.env.runner import EpisodeLoop, resolve_config
-    from shoparena.llm.hf_backend import completion_to_message
+class _Player:
+    """One episode's state between turns: the environment's loop, the token ids so far, the parsed steps."""
 
-    problem = env.problem(row)
-    loop = EpisodeLoop(problem, env.search, resolve_config(protocol="native", profile="upstream4",
-                                                           max_steps=env.max_turns))
-    eos_ids = sorted({tokenizer.eos_token_id, *_generation_eos(model)} - {None})
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-    ep = TokenEpisode(prompt_ids=render_prompt_ids(tokenizer, row["prompt"], row.get("tools")))
-    while True:
-        if loop.next_request() is None:
-            ep.stop = "max_turns"
-            break
-        room = max_completion_length - len(ep.completion_ids)
+    def __init__(self, env: RolloutEnv, tokenizer: Any, row: dict[str, Any], eos_ids: list[int],
+                 max_completion_length: int, turn_max_tokens: int) -> None:
+        from shoparena.env.runner import EpisodeLoop, resolve_config
+
+        self.env, self.tokenizer, self.row, self.eos_ids = env, tokenizer, row, eos_ids
+        self.max_len, self.turn_max = max_completion_length, turn_max_tokens
+        self.problem = env.problem(row)
+        self.loop = EpisodeLoop(self.problem, env.search, resolve_config(protocol="native", profile="upstream4",
+                                                                         max_steps=env.max_turns))
+        self.ep = TokenEpisode(prompt_ids=render_prompt_ids(tokenizer, row["prompt"], row.get("tools")))
+        self.done = False
+        self._context: list[int] = []
+
+    def request(self) -> tuple[list[int], int] | None:
+        """The next turn's context and token budget, or None when the episode is over."""
+        ep = self.ep
+        if self.loop.next_request() is None:
+            return self._stop("max_turns")
+        room = self.max_len - len(ep.completion_ids)
         if room <= 0:
-            ep.stop = "length"
-            break
-        context = ep.prompt_ids + ep.completion_ids
-        sampled = _sample(model, context, min(turn_max_tokens, room), eos_ids, pad, temperature, top_p)
+            return self._stop("length")
+        self._context = ep.prompt_ids + ep.completion_ids
+        return self._context, min(self.turn_max, room)
+
+    def _stop(self, why: str) -> None:
+        self.ep.stop, self.done = why, True
+        return None
+
+    def consume(self, sampled: list[int]) -> None:
+        """Append the sampled turn, run its calls in the environment, append the rendered tool results."""
+        from shoparena.llm.hf_backend import completion_to_message
+
+        ep = self.ep
         ep.completion_ids += sampled
         ep.env_mask += [1] * len(sampled)
-        assert ep.prompt_ids + ep.completion_ids[:len(context) - len(ep.prompt_ids)] == context  # bug #6
-        ended = bool(sampled) and sampled[-1] in eos_ids
-        text = tokenizer.decode(sampled[:-1] if ended else sampled, skip_special_tokens=False)
+        # token in / token out: the model saw exactly prompt + completion so far (bug #6)
+        assert ep.prompt_ids + ep.completion_ids[:len(self._context) - len(ep.prompt_ids)] == self._context
+        ended = bool(sampled) and sampled[-1] in self.eos_ids
+        text = self.tokenizer.decode(sampled[:-1] if ended else sampled, skip_special_tokens=False)
         message = completion_to_message(text)
         calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
         ep.steps.append(None if not calls and "<tool_call>" in text else calls)
-        before = len(loop.native)
-        loop.submit(message)
+        before = len(self.loop.native)
+        self.loop.submit(message)
         if not ended:
-            ep.stop = "length"
-            break
-        if loop.stop is not None:
-            ep.stop = loop.stop
-            break
-        if any(c["name"] in STOP_CALLS for c in calls):
-            ep.stop = next(c["name"] for c in calls if c["name"] in STOP_CALLS)
-            break
-        tool_messages = [m for m in loop.native[before:] if m["role"] == "tool"]
-        suffix = tool_suffix_ids(tokenizer, tool_messages)
-        if len(ep.completion_ids) + len(suffix) >= max_completion_length:
-            ep.stop = "length"
-            break
+            return self._stop("length")
+        if self.loop.stop is not None:
+            return self._stop(self.loop.stop)
+        stop_call = next((c["name"] for c in calls if c["name"] in STOP_CALLS), None)
+        if stop_call is not None:
+            return self._stop(stop_call)
+        tool_messages = [m for m in self.loop.native[before:] if m["role"] == "tool"]
+        suffix = tool_suffix_ids(self.tokenizer, tool_messages)
+        if len(ep.completion_ids) + len(suffix) >= self.max_len:
+            return self._stop("length")
         ep.completion_ids += suffix
         ep.env_mask += [0] * len(suffix)
         ep.observations.append(tool_messages)
-    episode = loop.finish()
-    score = env.scorer.score_steps(problem, episode.steps)
-    ep.recommended = episode.recommendation
-    ep.outcome = 1.0 if score.success else 0.0
-    ep.tool_match = mean_step_match(ep.steps, row["reference_steps"])
-    ep.reward = blended_reward(ep.outcome, ep.tool_match, w)
-    return ep
+        return None
+
+    def finish(self, w: float) -> TokenEpisode:
+        ep = self.ep
+        episode = self.loop.finish()
+        score = self.env.scorer.score_steps(self.problem, episode.steps)
+        ep.recommended = episode.recommendation
+        ep.outcome = 1.0 if score.success else 0.0
+        ep.tool_match = mean_step_match(ep.steps, self.row["reference_steps"])
+        ep.reward = blended_reward(ep.outcome, ep.tool_match, w)
+        return ep
+
+
+def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequence[dict[str, Any]], *,
+                       max_completion_length: int, turn_max_tokens: int, temperature: float, top_p: float,
+                       w: float = 0.5) -> list[TokenEpisode]:
+    """Play one episode per row with ``model`` (module docstring), in lockstep: each turn of every unfinished
+    episode is sampled in one batched ``generate`` call."""
+    eos_ids = sorted({tokenizer.eos_token_id, *_generation_eos(model)} - {None})
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
+    while True:
+        asks = [(p, req) for p in players if not p.done and (req := p.request()) is not None]
+        if not asks:
+            break
+        turns = _sample_batch(model, [req[0] for _, req in asks], [req[1] for _, req in asks], eos_ids, pad,
+                              temperature, top_p)
+        for (player, _), sampled in zip(asks, turns, strict=True):
+            player.consume(sampled)
+    return [p.finish(w) for p in players]
+
+
+def run_token_episode(model: Any, tokenizer: Any, env: RolloutEnv, row: dict[str, Any], **settings: Any,
+                      ) -> TokenEpisode:
+    """Play one episode of ``row`` (:func:`run_token_episodes` with one row)."""
+    return run_token_episodes(model, tokenizer, env, [row], **settings)[0]
 
 
 def _generation_eos(model: Any) -> list[int]:

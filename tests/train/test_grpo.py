@@ -13,7 +13,7 @@ import torch
 
 from shoparena.train.grpo import GRPOConfig, train_grpo, trl_config
 from shoparena.train.reward import blended_reward, mean_step_match
-from shoparena.train.rollout import RolloutEnv, run_token_episode, tool_suffix_ids
+from shoparena.train.rollout import RolloutEnv, run_token_episode, run_token_episodes, tool_suffix_ids
 
 if TYPE_CHECKING:
     from tests.train.rl_fixtures import RLWorld
@@ -49,7 +49,7 @@ def _episodes(model_dir: Path, world: RLWorld, n: int, seed: int = 0,
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     torch.manual_seed(seed)
     settings = {**EPISODE, "temperature": temperature}
-    return [run_token_episode(model, tok, env, rows[0], **settings) for _ in range(n)], env, rows[0], tok
+    return run_token_episodes(model, tok, env, [rows[0]] * n, **settings), env, rows[0], tok
 
 
 def test_env_mask_masks_exactly_the_tool_results(overfit_model: Path, rl_world: RLWorld) -> None:
@@ -97,10 +97,18 @@ def test_rewards_vary_across_k_rollouts(overfit_model: Path, rl_world: RLWorld) 
         assert e.outcome == float(e.recommended == ",".join(row["gt_ids"]))
 
 
-def test_same_seed_same_episode(overfit_model: Path, rl_world: RLWorld) -> None:
-    a, *_ = _episodes(overfit_model, rl_world, 2, seed=3)
-    b, *_ = _episodes(overfit_model, rl_world, 2, seed=3)
+def test_same_seed_same_episodes_and_batch_matches_single(overfit_model: Path, rl_world: RLWorld) -> None:
+    from transformers import AutoModelForCausalLM
+
+    a, *_ = _episodes(overfit_model, rl_world, 3, seed=3)
+    b, *_ = _episodes(overfit_model, rl_world, 3, seed=3)
     assert [e.completion_ids for e in a] == [e.completion_ids for e in b]
+    # greedy: the lockstep batch plays the same episode as one played alone
+    batch, env, row, tok = _episodes(overfit_model, rl_world, 2, temperature=0.0)
+    model = AutoModelForCausalLM.from_pretrained(overfit_model).eval()
+    alone = run_token_episode(model, tok, env, row,
+                              **{**EPISODE, "temperature": 0.0})
+    assert batch[0].completion_ids == batch[1].completion_ids == alone.completion_ids
 
 
 def test_train_grpo_two_steps(overfit_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
