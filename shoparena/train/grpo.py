@@ -115,9 +115,10 @@ def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig,
 
 
 def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRPOConfig, out_dir: Path, *,
-               catalog_dir: Path, resume: bool = False) -> StageResult:
+               catalog_dir: Path, resume: bool = False, callbacks: Sequence[Any] = ()) -> StageResult:
     """Run stage 5 (module docstring) over the corpus's ``grpo.jsonl`` rows and the catalog they were built on;
-    return its :class:`StageResult` (also ``out_dir/stage.json``)."""
+    return its :class:`StageResult` (also ``out_dir/stage.json``). ``callbacks`` are extra ``TrainerCallback`` s
+    (progress, logs)."""
     from shoparena.train.checkpoint import (
         import_torch_stack,
         last_checkpoint,
@@ -144,7 +145,8 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     trainer = GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward],
                           args=trl_config(config, out_dir), train_dataset=dataset, processing_class=tokenizer,
                           peft_config=peft_config(config), rollout_func=make_rollout_func(env, tokenizer, config,
-                                                                                          episodes))
+                                                                                          episodes),
+                          callbacks=list(callbacks))
     resumed = last_checkpoint(out_dir) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
     log = trainer.state.log_history

@@ -205,9 +205,11 @@ def emission_stop(rate_fn: Callable[[Any], float], *, every: int, threshold: flo
 
 
 def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KTOConfig, out_dir: Path, *,
-              resume: bool = False, rate_fn: Callable[[Any], float] | None = None) -> StageResult:
+              resume: bool = False, rate_fn: Callable[[Any], float] | None = None,
+              callbacks: Sequence[Any] = ()) -> StageResult:
     """Run stage 4 (module docstring) and return its :class:`StageResult` (also ``out_dir/stage.json``).
-    ``rate_fn`` replaces the sampling probe (tests); metrics hold the class balance, the weights, losses and the
+    ``rate_fn`` replaces the sampling probe (tests); ``callbacks`` are extra ``TrainerCallback`` s (progress,
+    logs); metrics hold the class balance, the weights, losses and the
     emission-rate history."""
     from shoparena.train.checkpoint import (
         import_torch_stack,
@@ -244,7 +246,7 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
                         max_length=config.max_length, desirable_weight=d_w, undesirable_weight=u_w,
                         disable_dropout=True)
     trainer = KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                         peft_config=peft_config(config), callbacks=[stop])
+                         peft_config=peft_config(config), callbacks=[stop, *callbacks])
     resumed = last_checkpoint(out_dir) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
     tokens = sum(map(len, trainer.train_dataset["completion_ids"]))

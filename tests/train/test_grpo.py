@@ -111,17 +111,40 @@ def test_same_seed_same_episodes_and_batch_matches_single(overfit_model: Path, r
     assert batch[0].completion_ids == batch[1].completion_ids == alone.completion_ids
 
 
-def test_train_grpo_two_steps(overfit_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
+def test_train_grpo_steps_and_resume(overfit_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
+    from transformers import TrainerCallback
+
+    class Kill(TrainerCallback):  # stands in for a kill right after the step-1 checkpoint
+        def on_save(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            control.should_training_stop = True
+            return control
+
     rows = rl_world.rows("grpo_train")[:1]
-    cfg = GRPOConfig(num_generations=4, batch_size=4, max_steps=2, max_turns=4, save_steps=1, **EPISODE)
-    result = train_grpo(overfit_model, rows, cfg, tmp_path / "grpo", catalog_dir=rl_world.catalog)
-    m = result.metrics
-    assert result.steps == 2 and m["loss_finite"] and m["episodes"] == 8
+    # room for one find_product observation (~1,060 tiny-tokenizer tokens) and one more turn
+    cfg = GRPOConfig(num_generations=4, batch_size=4, max_steps=2, max_turns=2, save_steps=1,
+                     **{**EPISODE, "max_completion_length": 1200})
+    full = train_grpo(overfit_model, rows, cfg, tmp_path / "full", catalog_dir=rl_world.catalog)
+    m = full.metrics
+    assert full.steps == 2 and m["loss_finite"] and m["episodes"] == 8
     assert m["frac_reward_zero_std_first"] < 1 or m["frac_reward_zero_std_last"] < 1  # reward variance in a group
-    assert result.tokens_trained > 0
-    assert (tmp_path / "grpo" / "model" / "model.safetensors").is_file()
-    assert json.loads((tmp_path / "grpo" / "stage.json").read_text())["stage"] == "grpo"
-    assert (tmp_path / "grpo" / "checkpoints" / "checkpoint-2").is_dir()
+    assert full.tokens_trained > 0
+    assert (tmp_path / "full" / "model" / "model.safetensors").is_file()
+    assert not (tmp_path / "full" / "model" / "adapter_config.json").exists()  # merged
+    assert json.loads((tmp_path / "full" / "stage.json").read_text())["checkpoint_sha256"] == full.checkpoint_sha256
+    assert full.checkpoint_sha256 != _sha(overfit_model)
+
+    part = train_grpo(overfit_model, rows, cfg, tmp_path / "part", catalog_dir=rl_world.catalog, callbacks=[Kill()])
+    assert part.steps == 1
+    resumed = train_grpo(overfit_model, rows, cfg, tmp_path / "part", catalog_dir=rl_world.catalog, resume=True)
+    assert resumed.resumed_from is not None and resumed.resumed_from.endswith("checkpoint-1")
+    assert resumed.steps == 2
+    assert resumed.checkpoint_sha256 == full.checkpoint_sha256
+
+
+def _sha(path: Path) -> str:
+    from shoparena.train.checkpoint import weights_sha256
+
+    return weights_sha256(path)
 
 
 def _spans(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
