@@ -50,6 +50,7 @@ class GRPOConfig(StageConfig):
     w: float = Field(0.5, ge=0, le=1)
     """Weight of the mean step tool-match in the reward."""
     lora: LoraConfig | None = Field(default_factory=lambda: LoraConfig(r=16, alpha=32, dropout=0.0))
+    # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 
     @model_validator(mode="after")
     def _groups(self) -> GRPOConfig:
