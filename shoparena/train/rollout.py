@@ -131,8 +131,11 @@ class RolloutEnv:
     def problem(self, row: dict[str, Any]) -> Any:
         from shoparena.tasks.loader import parse_problem
 
-        raw = json.loads(row["problem"]) if isinstance(row["problem"], str) else row["problem"]
-        return parse_problem(raw, suite=str(raw.get("suite") or "train"))
+        try:
+            raw = json.loads(row["problem"]) if isinstance(row["problem"], str) else row["problem"]
+            return parse_problem(raw, suite=str(raw.get("suite") or "train"))
+        except (ValueError, AttributeError) as exc:
+            raise DataError(f"GRPO row {row.get('problem_id', '?')}: unreadable problem ({exc})") from None
 
 
 def _sample_batch(model: Any, contexts: list[list[int]], max_new: list[int], eos_ids: list[int], pad_id: int,
