@@ -1,0 +1,126 @@
+"""What the TRL-backed stages (KTO, GRPO) share around the trainer: loading the stage's input checkpoint, the PEFT
+adapter config, the CPU / seed settings of a TRL config, resuming from ``out_dir/checkpoints``, merging the adapter
+into ``out_dir/model``, hashing the weights, and writing ``out_dir/stage.json``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.train.types import StageConfig, StageResult
+
+__all__ = ["import_torch_stack", "last_checkpoint", "load_model", "loss_metrics", "peft_config", "save_stage",
+           "trainer_args", "weights_sha256"]
+
+
+def import_torch_stack() -> tuple[Any, Any]:
+    """``(torch, transformers)``, or a :class:`ConfigError` naming the extra to install."""
+    try:
+        import peft  # noqa: F401
+        import torch
+        import transformers
+        import trl  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"training needs torch, transformers, trl and peft ({exc.name} is not installed)",
+                          hint="pip install 'shoparena[train]'") from exc
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    return torch, transformers
+
+
+def load_model(model_dir: Path) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a plain transformers checkpoint, fp32 on the CPU (bf16 on a GPU)."""
+    torch, transformers = import_torch_stack()
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise NotFoundError(f"no transformers checkpoint at {model_dir} (config.json missing)",
+                            hint="pass the model/ directory a previous stage wrote, or build one")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    if not tokenizer.chat_template:
+        raise ConfigError(f"the tokenizer in {model_dir} has no chat template")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
+    return model, tokenizer
+
+
+def peft_config(config: StageConfig) -> Any:
+    """The PEFT ``LoraConfig`` with explicit targets (``training.md`` §4.5), or None for full fine-tuning."""
+    if config.lora is None:
+        return None
+    from peft import LoraConfig
+
+    targets = config.lora.target_modules
+    return LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+                      target_modules=targets if isinstance(targets, str) else list(targets), task_type="CAUSAL_LM")
+
+
+def trainer_args(config: StageConfig, out_dir: Path) -> dict[str, Any]:
+    """The keyword arguments every TRL config of ours gets: CPU and precision, seeds, steps, checkpoints, logs."""
+    import torch
+
+    gpu = torch.cuda.is_available()
+    return {
+        "output_dir": str(out_dir / "checkpoints"), "seed": config.seed, "data_seed": config.seed,
+        "learning_rate": config.learning_rate, "num_train_epochs": config.epochs,
+        "max_steps": config.max_steps if config.max_steps is not None else -1,
+        "per_device_train_batch_size": config.batch_size, "gradient_accumulation_steps": config.grad_accum,
+        "logging_steps": config.logging_steps, "save_strategy": "steps", "save_steps": config.save_steps,
+        "report_to": "none", "use_cpu": not gpu, "bf16": gpu, "gradient_checkpointing": gpu,
+        "dataloader_num_workers": 0, "disable_tqdm": False,
+    }
+
+
+def last_checkpoint(out_dir: Path) -> str | None:
+    """The newest ``checkpoints/checkpoint-N`` under ``out_dir`` (None when there is none)."""
+    root = Path(out_dir) / "checkpoints"
+    found = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                   key=lambda p: int(p.name.split("-")[-1])) if root.is_dir() else []
+    return str(found[-1]) if found else None
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """SHA-256 over the checkpoint's weight files (``*.safetensors``, ``*.bin``), names and bytes, sorted."""
+    h = hashlib.sha256()
+    files = sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin"))
+    if not files:
+        raise DataError(f"no weight files in {model_dir}")
+    for p in files:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def loss_metrics(log_history: list[dict[str, Any]], key: str = "loss") -> dict[str, Any]:
+    """``{key}_first`` / ``{key}_last`` / ``{key}_finite`` of a trainer's per-step log."""
+    values = [float(e[key]) for e in log_history if key in e]
+    if not values:
+        return {}
+    import math
+
+    return {f"{key}_first": values[0], f"{key}_last": values[-1], f"{key}_finite": all(map(math.isfinite, values))}
+
+
+def save_stage(stage: str, trainer: Any, tokenizer: Any, out_dir: Path, *, metrics: dict[str, Any],
+               started: float, tokens: int, resumed_from: str | None) -> StageResult:
+    """Merge the adapter (if any) into the weights, save ``out_dir/model``, write ``out_dir/stage.json``."""
+    model = trainer.model
+    model = trainer.accelerator.unwrap_model(model) if hasattr(trainer, "accelerator") else model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model_dir = Path(out_dir) / "model"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    seconds = time.perf_counter() - started
+    result = StageResult(stage=stage, model_dir=model_dir, checkpoint_sha256=weights_sha256(model_dir),
+                         metrics=metrics, steps=int(trainer.state.global_step), tokens_trained=tokens,
+                         seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 and tokens else None,
+                         resumed_from=resumed_from)
+    (Path(out_dir) / "stage.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n",
+                                              encoding="utf-8")
+    return result

@@ -1,0 +1,165 @@
+"""Stage 5: Dr. GRPO through TRL's ``GRPOTrainer`` with a multi-turn ``rollout_func`` (``training.md`` §3, §4.4).
+
+Each optimiser step takes ``batch_size / num_generations`` GRPO rows; TRL hands :func:`make_rollout_func`'s
+function the prompts already repeated K times, and it plays one token-in/token-out episode per entry over the real
+environment (:mod:`shoparena.train.rollout`) with the trainer's own model in ``eval()`` mode (train mode restored
+after). It returns ``prompt_ids``, ``completion_ids``, ``logprobs=None``, ``env_mask`` (tool-result tokens 0, out of
+the loss) and per-episode ``outcome`` / ``tool_match``, which two reward functions pass through; TRL combines them
+with ``reward_weights = [1 − w, w]``, i.e. the blended reward ``(1 − w)·outcome + w·tool_match``.
+
+Dr. GRPO is ``loss_type="dr_grpo"`` + ``scale_rewards="none"`` (no group-std scaling), with the recipe's β 0.2,
+learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the TRL config and is what the config
+test pins (bug #12). LoRA (r 16, all linear layers by default) with the adapter-disabled model as the reference;
+the adapter is merged into ``out_dir/model``; checkpoints under ``out_dir/checkpoints`` for ``resume``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from shoparena.errors import ConfigError
+from shoparena.train.types import LoraConfig, StageConfig, StageResult
+
+__all__ = ["GRPOConfig", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
+
+
+class GRPOConfig(StageConfig):
+    """Stage 5's settings; the defaults are the recipe's (``training.md`` §3 row 5, variant v19)."""
+
+    learning_rate: float = Field(5e-7, gt=0)
+    loss_type: Literal["dr_grpo"] = "dr_grpo"
+    scale_rewards: Literal["none"] = "none"
+    beta: float = Field(0.2, ge=0)
+    disable_dropout: Literal[True] = True
+    num_generations: int = Field(8, ge=2)
+    """K rollouts per prompt."""
+    batch_size: int = Field(8, ge=2)
+    """Completions per optimiser step on one device: a multiple of ``num_generations``."""
+    max_turns: int = Field(25, ge=1, le=25)
+    """Assistant turns per episode (the paper's ≤ 25 steps)."""
+    max_completion_length: int = Field(2048, ge=8)
+    """Whole-episode token budget (sampled + tool-result tokens) and the Dr. GRPO loss normaliser."""
+    turn_max_tokens: int = Field(512, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    w: float = Field(0.5, ge=0, le=1)
+    """Weight of the mean step tool-match in the reward."""
+    lora: LoraConfig | None = Field(default_factory=lambda: LoraConfig(r=16, alpha=32, dropout=0.0))
+    # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
+
+    @model_validator(mode="after")
+    def _groups(self) -> GRPOConfig:
+        if self.batch_size % self.num_generations:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of num_generations "
+                             f"{self.num_generations} (each prompt's K rollouts share one step)")
+        return self
+
+
+def trl_config(config: GRPOConfig, out_dir: Path) -> Any:
+    """The TRL ``GRPOConfig`` of a stage config (Dr. GRPO settings, CPU/GPU precision, checkpoints)."""
+    from trl import GRPOConfig as TRLGRPOConfig
+
+    from shoparena.train.checkpoint import trainer_args
+
+    return TRLGRPOConfig(
+        **trainer_args(config, Path(out_dir)), loss_type=config.loss_type, scale_rewards=config.scale_rewards,
+        beta=config.beta, disable_dropout=config.disable_dropout, num_generations=config.num_generations,
+        max_completion_length=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
+        reward_weights=[1.0 - config.w, config.w], max_tool_calling_iterations=config.max_turns,
+        shuffle_dataset=True, log_completions=False,
+    )
+
+
+def outcome_reward(completions: Sequence[Any], outcome: Sequence[float], **_: Any) -> list[float]:
+    """Strict rule success of each episode's final recommendation (from the rollout)."""
+    return [float(x) for x in outcome]
+
+
+def tool_match_reward(completions: Sequence[Any], tool_match: Sequence[float], **_: Any) -> list[float]:
+    """Each episode's mean per-step teacher tool-match (from the rollout)."""
+    return [float(x) for x in tool_match]
+
+
+def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig,
+                      log: list[dict[str, Any]] | None = None) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """TRL's ``rollout_func(prompts, trainer)`` over :class:`~shoparena.train.rollout.RolloutEnv` ``env``;
+    per-episode summaries are appended to ``log`` when given."""
+    from shoparena.train.rollout import run_token_episodes
+
+    def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        model = trainer.model
+        was_training = model.training
+        model.eval()
+        try:
+            episodes = run_token_episodes(model, tokenizer, env, [env.row(p) for p in prompts],
+                                          max_completion_length=config.max_completion_length,
+                                          turn_max_tokens=config.turn_max_tokens, temperature=config.temperature,
+                                          top_p=config.top_p, w=config.w)
+        finally:
+            if was_training:
+                model.train()
+        if log is not None:
+            log.extend({"step": int(trainer.state.global_step), "turns": len(e.steps), "stop": e.stop,
+                        "outcome": e.outcome, "tool_match": e.tool_match, "reward": e.reward,
+                        "completion_tokens": len(e.completion_ids), "model_tokens": sum(e.env_mask)}
+                       for e in episodes)
+        return {"prompt_ids": [e.prompt_ids for e in episodes], "completion_ids": [e.completion_ids for e in episodes],
+                "logprobs": None, "env_mask": [e.env_mask for e in episodes],
+                "outcome": [e.outcome for e in episodes], "tool_match": [e.tool_match for e in episodes]}
+
+    return rollout
+
+
+def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRPOConfig, out_dir: Path, *,
+               catalog_dir: Path, resume: bool = False, callbacks: Sequence[Any] = ()) -> StageResult:
+    """Run stage 5 (module docstring) over the corpus's ``grpo.jsonl`` rows and the catalog they were built on;
+    return its :class:`StageResult` (also ``out_dir/stage.json``). ``callbacks`` are extra ``TrainerCallback`` s
+    (progress, logs)."""
+    from shoparena.train.checkpoint import (
+        import_torch_stack,
+        last_checkpoint,
+        load_model,
+        loss_metrics,
+        peft_config,
+        save_stage,
+    )
+    from shoparena.train.rollout import RolloutEnv
+
+    import_torch_stack()
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not Path(catalog_dir).is_dir():
+        raise ConfigError(f"no catalog at {catalog_dir}", hint="pass the catalog the corpus was built on")
+    env = RolloutEnv(list(grpo_rows), Path(catalog_dir), max_turns=config.max_turns)
+    model, tokenizer = load_model(model_dir)
+    episodes: list[dict[str, Any]] = []
+    dataset = Dataset.from_list([{"prompt": row["prompt"]} for row in env.rows.values()])
+    trainer = GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward],
+                          args=trl_config(config, out_dir), train_dataset=dataset, processing_class=tokenizer,
+                          peft_config=peft_config(config), rollout_func=make_rollout_func(env, tokenizer, config,
+                                                                                          episodes),
+                          callbacks=list(callbacks))
+    resumed = last_checkpoint(out_dir) if resume else None
+    trainer.train(resume_from_checkpoint=resumed)
+    log = trainer.state.log_history
+    metrics: dict[str, Any] = {"prompts": len(env.rows), "duplicate_prompts_dropped": env.duplicates,
+                               **loss_metrics(log), **loss_metrics(log, "reward"), **loss_metrics(log, "reward_std"),
+                               **loss_metrics(log, "frac_reward_zero_std")}
+    if episodes:
+        n = len(episodes)
+        metrics.update({"episodes": n, "outcome_mean": sum(e["outcome"] for e in episodes) / n,
+                        "tool_match_mean": sum(e["tool_match"] for e in episodes) / n,
+                        "turns_mean": sum(e["turns"] for e in episodes) / n,
+                        "stops": {s: sum(e["stop"] == s for e in episodes) for s in sorted({e["stop"] for e in episodes})}})
+    tokens = sum(e["model_tokens"] for e in episodes)
+    return save_stage("grpo", trainer, tokenizer, out_dir, metrics=metrics, started=started, tokens=tokens,
+                      resumed_from=resumed)

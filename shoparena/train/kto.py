@@ -1,0 +1,259 @@
+"""Stage 4: KTO on per-turn rows (``training.md`` §3, §4.3) with the ``recommend_product`` emission-rate early stop.
+
+Input: the corpus's ``kto.jsonl`` rows — unpaired ``prompt`` (every message before the judged assistant turn),
+``completion`` (that one turn: TRL trains every completion token), ``label`` (desirable = a turn of a strictly
+successful agentic trace, undesirable = a turn of a failed or sub-task trace), ``tools`` as a JSON string.
+:func:`kto_rows` checks them and :func:`class_weights` turns the class balance into TRL's
+``desirable_weight`` / ``undesirable_weight`` (the minority class up-weighted so ``λ_D·n_D = λ_U·n_U``, inside
+TRL's recommended ``[1, 4/3]`` ratio).
+
+Training: TRL ``KTOTrainer`` with a PEFT LoRA on q/k/v/o (r 16; the reference is the adapter-disabled model, so
+the input checkpoint must already hold the previous stage's merged weights), ``use_cpu`` / fp32 on a CPU,
+checkpoints every ``save_steps`` under ``out_dir/checkpoints`` (``resume=True`` continues from the newest), the
+adapter merged into ``out_dir/model``.
+
+Early stop (the paper's rule): :func:`emission_stop`'s callback samples a fixed probe set every ``probe_every`` steps — the
+prompts at which a teacher turn recommended (``recommend_product`` in the completion) — under ``model.eval()`` +
+``torch.no_grad()`` (train mode restored after) and stops training when the share of probe prompts whose sampled
+turn holds a parseable ``recommend_product`` call falls below ``probe_threshold`` (0.9). The rate function is
+injectable (``rate_fn``) so the rule can be tested without a model that recommends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from shoparena.errors import DataError
+from shoparena.train.types import LoraConfig, StageConfig, StageResult
+
+__all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "class_weights", "emission_stop", "fitting_rows", "kto_rows",
+           "probe_prompts", "train_kto"]
+
+ATTENTION_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+RECOMMEND = "recommend_product"
+
+
+class KTOConfig(StageConfig):
+    """Stage 4's settings; the defaults are the recipe's (``training.md`` §3 row 4)."""
+
+    learning_rate: float = Field(5e-6, gt=0)
+    epochs: float = Field(1.0, gt=0)
+    batch_size: int = Field(4, ge=2)
+    """≥ 2: TRL's KL estimate pairs each prompt with a neighbour's completion inside the batch."""
+    max_length: int = Field(14336, ge=16)
+    lora: LoraConfig | None = Field(default_factory=lambda: LoraConfig(r=16, alpha=32, dropout=0.0,
+                                                                      target_modules=ATTENTION_TARGETS))
+    beta: float = Field(0.02, gt=0)
+    loss_type: Literal["kto", "apo_zero_unpaired"] = "kto"
+    desirable_weight: float | None = Field(None, gt=0)
+    """None: from the class balance (:func:`class_weights`)."""
+    undesirable_weight: float | None = Field(None, gt=0)
+    probe_every: int = Field(10, ge=1)
+    """Measure the emission rate every N optimiser steps."""
+    probe_size: int = Field(8, ge=1)
+    probe_threshold: float = Field(0.9, ge=0.0, le=1.0)
+    """Stop when the ``recommend_product`` emission rate falls below this."""
+    probe_max_new_tokens: int = Field(256, ge=1)
+    probe_temperature: float = Field(0.7, ge=0.0)
+    probe_top_p: float = Field(0.95, gt=0.0, le=1.0)
+
+
+def kto_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trainer's columns of ``kto.jsonl`` rows (``prompt``, ``completion``, ``label``, ``tools`` as a JSON
+    string), checked: a bad row raises :class:`DataError` naming it."""
+    out = []
+    for n, row in enumerate(rows):
+        where = f"KTO row {row.get('id', n)!r}" if isinstance(row, dict) else f"KTO row {n}"
+        if not isinstance(row, dict) or not {"prompt", "completion", "label"} <= row.keys():
+            raise DataError(f"{where} lacks prompt / completion / label", hint="pass the corpus's kto.jsonl rows")
+        if not isinstance(row["label"], bool):
+            raise DataError(f"{where}: label must be true or false, not {row['label']!r}")
+        completion = row["completion"]
+        if not (isinstance(completion, list) and len(completion) == 1 and completion[0].get("role") == "assistant"):
+            raise DataError(f"{where}: completion must be exactly the judged assistant turn")
+        if not isinstance(row["prompt"], list) or not row["prompt"]:
+            raise DataError(f"{where}: prompt must be a non-empty message list")
+        tools = row.get("tools")
+        out.append({"prompt": row["prompt"], "completion": completion, "label": row["label"],
+                    "tools": tools if isinstance(tools, str) or tools is None else json.dumps(tools)})
+    if not out:
+        raise DataError("no KTO rows", hint="the corpus's kto.jsonl is empty")
+    return out
+
+
+def fitting_rows(rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int) -> list[dict[str, Any]]:
+    """The rows whose rendered prompt (with the generation prompt) is shorter than ``max_length`` tokens: TRL drops
+    the others (no completion token would survive truncation), so the class balance is taken over these."""
+    kept = []
+    for row in rows:
+        tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
+        text = tokenizer.apply_chat_template(row["prompt"], tools=tools, tokenize=False, add_generation_prompt=True)
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) < max_length:
+            kept.append(row)
+    return kept
+
+
+def class_weights(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Class balance and the weights that even it out: ``{"desirable", "undesirable", "desirable_weight",
+    "undesirable_weight"}``. One class missing → :class:`DataError` (KTO needs both)."""
+    n_d = sum(1 for r in rows if r["label"])
+    n_u = len(rows) - n_d
+    if not n_d or not n_u:
+        raise DataError(f"KTO needs both labels (desirable {n_d}, undesirable {n_u})",
+                        hint="the corpus needs successful and failed agentic traces")
+    return {"desirable": n_d, "undesirable": n_u, "desirable_weight": max(1.0, n_u / n_d),
+            "undesirable_weight": max(1.0, n_d / n_u)}
+
+
+def _calls(message: dict[str, Any]) -> list[str]:
+    return [(c.get("function") or c).get("name", "") for c in message.get("tool_calls") or []]
+
+
+def probe_prompts(rows: Sequence[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """The fixed probe set: distinct prompts whose judged turn recommended (desirable rows first), in row order."""
+    seen: set[str] = set()
+    out = []
+    for row in sorted(rows, key=lambda r: not r["label"]):
+        if RECOMMEND not in _calls(row["completion"][0]):
+            continue
+        key = json.dumps(row["prompt"], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append({"prompt": row["prompt"], "tools": row.get("tools")})
+        if len(out) == size:
+            break
+    return out
+
+
+class EmissionProbe:
+    """The real rate function: sample one turn per probe prompt and count parseable ``recommend_product`` calls.
+    Sampling is seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
+
+    def __init__(self, tokenizer: Any, probes: Sequence[dict[str, Any]], *, max_new_tokens: int = 256,
+                 temperature: float = 0.7, top_p: float = 0.95, seed: int = 0) -> None:
+        self.tokenizer = tokenizer
+        self.probes = list(probes)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+
+    def __call__(self, model: Any) -> float:
+        import torch
+
+        from shoparena.llm.hf_backend import completion_to_message
+
+        assert not model.training, "sampling in train mode (training.md §7 bug #2)"
+        if not self.probes:
+            return 1.0
+        hits = 0
+        device = next(model.parameters()).device
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            for probe in self.probes:
+                tools = json.loads(probe["tools"]) if isinstance(probe["tools"], str) else probe["tools"]
+                text = self.tokenizer.apply_chat_template(probe["prompt"], tools=tools, tokenize=False,
+                                                          add_generation_prompt=True)
+                ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False).to(device)
+                sample = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p} \
+                    if self.temperature > 0 else {"do_sample": False}
+                out = model.generate(**ids, max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                                     eos_token_id=self.tokenizer.eos_token_id, **sample)
+                reply = self.tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=False)
+                reply = reply.split(self.tokenizer.eos_token)[0] if self.tokenizer.eos_token else reply
+                hits += any(c.name == RECOMMEND for c in completion_to_message(reply).tool_calls)
+        return hits / len(self.probes)
+
+
+def emission_stop(rate_fn: Callable[[Any], float], *, every: int, threshold: float) -> Any:
+    """The early-stop ``TrainerCallback`` (built here so this module imports without transformers): every ``every``
+    steps, ``rate_fn(model)`` under ``eval()`` + ``no_grad`` (train mode restored), then
+    ``control.should_training_stop`` when the rate is below ``threshold``. ``.history`` holds ``(step, rate)``,
+    ``.stopped_at`` the step it stopped at (None: never)."""
+    import torch
+    from transformers import TrainerCallback
+
+    class EmissionStop(TrainerCallback):
+        def __init__(self) -> None:
+            self.history: list[tuple[int, float]] = []
+            self.stopped_at: int | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> Any:
+            if model is None or state.global_step % every:
+                return control
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad():
+                    rate = float(rate_fn(model))
+            finally:
+                if was_training:
+                    model.train()
+            self.history.append((state.global_step, rate))
+            if rate < threshold:
+                self.stopped_at = state.global_step
+                control.should_training_stop = True
+            return control
+
+    return EmissionStop()
+
+
+def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KTOConfig, out_dir: Path, *,
+              resume: bool = False, rate_fn: Callable[[Any], float] | None = None,
+              callbacks: Sequence[Any] = ()) -> StageResult:
+    """Run stage 4 (module docstring) and return its :class:`StageResult` (also ``out_dir/stage.json``).
+    ``rate_fn`` replaces the sampling probe (tests); ``callbacks`` are extra ``TrainerCallback`` s (progress,
+    logs); metrics hold the class balance, the weights, losses and the
+    emission-rate history."""
+    from shoparena.train.checkpoint import (
+        import_torch_stack,
+        last_checkpoint,
+        load_model,
+        loss_metrics,
+        peft_config,
+        save_stage,
+        trainer_args,
+    )
+
+    import_torch_stack()
+    from datasets import Dataset
+    from trl import KTOConfig as TRLKTOConfig
+    from trl import KTOTrainer
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = load_model(model_dir)
+    given = kto_rows(kto_rows_in)
+    rows = fitting_rows(given, tokenizer, config.max_length)
+    if not rows:
+        raise DataError(f"every KTO prompt is at least max_length={config.max_length} tokens long",
+                        hint="raise max_length (the recipe uses 14336)")
+    balance = {**class_weights(rows), "rows": len(rows), "dropped_too_long": len(given) - len(rows)}
+    d_w = config.desirable_weight or balance["desirable_weight"]
+    u_w = config.undesirable_weight or balance["undesirable_weight"]
+    probes = probe_prompts(rows, config.probe_size)
+    rate = rate_fn or EmissionProbe(tokenizer, probes, max_new_tokens=config.probe_max_new_tokens,
+                                    temperature=config.probe_temperature, top_p=config.probe_top_p, seed=config.seed)
+    stop = emission_stop(rate, every=config.probe_every, threshold=config.probe_threshold)
+    args = TRLKTOConfig(**trainer_args(config, out_dir), beta=config.beta, loss_type=config.loss_type,
+                        max_length=config.max_length, desirable_weight=d_w, undesirable_weight=u_w,
+                        disable_dropout=True)
+    trainer = KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                         peft_config=peft_config(config), callbacks=[stop, *callbacks])
+    resumed = last_checkpoint(out_dir) if resume else None
+    trainer.train(resume_from_checkpoint=resumed)
+    tokens = sum(map(len, trainer.train_dataset["completion_ids"]))
+    metrics = {**balance, "desirable_weight": d_w, "undesirable_weight": u_w, "probe_prompts": len(probes),
+               "emission_rate": [list(h) for h in stop.history], "early_stopped_at": stop.stopped_at,
+               **loss_metrics(trainer.state.log_history)}
+    for key in ("rewards/chosen", "rewards/rejected", "kl"):
+        metrics.update(loss_metrics(trainer.state.log_history, key))
+    return save_stage("kto", trainer, tokenizer, out_dir, metrics=metrics, started=started, tokens=tokens,
+                      resumed_from=resumed)

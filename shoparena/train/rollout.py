@@ -1,0 +1,270 @@
+"""Multi-turn episodes for stage 5, token in / token out, over the real environment in-process.
+
+:class:`RolloutEnv` holds what every episode needs: the catalog's search service (the same ``SearchService`` the
+gateway serves), the strict rule scorer, and the GRPO rows by prompt. :func:`run_token_episode` plays one episode
+of one row with a model (:func:`run_token_episodes` plays several in lockstep, one batched ``generate`` per turn):
+
+1. the prompt is the row's ``prompt`` + ``tools`` through the tokenizer's chat template (generation prompt on);
+2. each turn samples with ``model.generate`` under ``torch.no_grad()`` with the model in ``eval()`` mode
+   (asserted: ``training.md`` §7 bug #2); the sampled ids are appended as they are (env_mask 1);
+3. the decoded turn is parsed (:func:`~shoparena.llm.hf_backend.completion_to_message`) and fed to the
+   environment's own episode loop (:class:`~shoparena.env.runner.EpisodeLoop`, profile ``upstream4``, native
+   protocol) which executes the calls and records the step; its tool messages are rendered **once** into the
+   template's suffix (the text between the end-of-turn token and the next assistant header) and appended
+   (env_mask 0). The history is never re-encoded (bug #6); each turn asserts that the model's input is exactly
+   ``prompt_ids + completion_ids``;
+4. the episode stops at a ``recommend_product`` or ``terminate`` call, an empty / unparseable turn (the loop's
+   rule), the turn limit, a turn cut by ``turn_max_tokens``, or when the next tool result would overflow
+   ``max_completion_length`` (then it is not appended);
+5. ``outcome`` = strict rule success of the final recommendation (1.0 / 0.0); ``tool_match`` =
+   :func:`~shoparena.train.reward.mean_step_match` of the turns' calls against the row's ``reference_steps``;
+   ``reward`` = :func:`~shoparena.train.reward.blended_reward`.
+
+The suffix renderer works for any template that renders an assistant turn the same whether or not tool messages
+follow it: it renders a fixed stand-in conversation with and without the tool messages and takes the difference
+(a template for which that fails raises :class:`~shoparena.errors.ConfigError`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shoparena.errors import ConfigError, DataError
+from shoparena.train.reward import blended_reward, mean_step_match
+
+__all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode",
+           "run_token_episodes", "tool_suffix_ids"]
+
+_STAND_IN = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+             {"role": "assistant", "content": "a", "reasoning_content": "r"}]
+STOP_CALLS = ("recommend_product", "terminate")
+
+
+def prompt_key(prompt: Sequence[dict[str, Any]]) -> str:
+    """A row's identity by its prompt messages (null-valued keys dropped: Arrow adds them)."""
+    return json.dumps([{k: v for k, v in m.items() if v is not None} for m in prompt], sort_keys=True,
+                      ensure_ascii=False)
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    return json.loads(tools) if isinstance(tools, str) else tools
+
+
+def render_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: Any) -> list[int]:
+    """The prompt's token ids: chat template with tools and the generation prompt, no extra special tokens."""
+    text = tokenizer.apply_chat_template(list(messages), tools=_tools(tools), tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[dict[str, Any]]) -> list[int]:
+    """The ids that follow a sampled end-of-turn token: the rest of the template's end of turn, the tool messages
+    and the next assistant header (module docstring)."""
+    render = tokenizer.apply_chat_template
+    base = render(_STAND_IN, tokenize=False)
+    full = render([*_STAND_IN, *tool_messages], tokenize=False, add_generation_prompt=True)
+    eos = tokenizer.eos_token or ""
+    if not full.startswith(base) or not eos or eos not in base:
+        raise ConfigError("the chat template does not render an assistant turn the same when tool results follow",
+                          hint="rollouts append tool results as tokens and need a prefix-stable template")
+    tail = base[base.rindex(eos) + len(eos):]
+    return list(tokenizer(tail + full[len(base):], add_special_tokens=False)["input_ids"])
+
+
+@dataclass
+class TokenEpisode:
+    """One played episode: ids, mask, per-turn calls, rewards and why it stopped."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    """1 = sampled by the model, 0 = rendered tool result (excluded from the loss)."""
+    steps: list[list[dict[str, Any]] | None] = field(default_factory=list)
+    """Per assistant turn, its calls ``[{"name", "arguments"}]``; None for an unparseable turn."""
+    observations: list[list[dict[str, Any]]] = field(default_factory=list)
+    """Per appended tool-result span, the environment's tool messages it renders."""
+    outcome: float = 0.0
+    tool_match: float = 0.0
+    reward: float = 0.0
+    stop: str = ""
+    recommended: str | None = None
+
+
+class RolloutEnv:
+    """The environment side of stage 5 for a set of GRPO rows (``grpo.jsonl``) over one catalog."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], catalog_dir: Path, *, max_turns: int = 25) -> None:
+        from shoparena.catalog.directory import index_path
+        from shoparena.catalog.index import SearchIndex
+        from shoparena.catalog.search import SearchService
+        from shoparena.scoring import Scorer
+        from shoparena.validator.core import SEARCH_FLAVOR
+
+        index = SearchIndex.open(index_path(catalog_dir))
+        self.search = SearchService(index, flavor=SEARCH_FLAVOR)
+        self.scorer = Scorer(index, mode="strict")
+        self.max_turns = max_turns
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.duplicates = 0
+        for n, row in enumerate(rows):
+            if not isinstance(row, dict) or not {"prompt", "problem", "reference_steps"} <= row.keys():
+                raise DataError(f"GRPO row {n} lacks prompt / problem / reference_steps",
+                                hint="pass the corpus's grpo.jsonl rows")
+            key = prompt_key(row["prompt"])
+            if key in self.rows:
+                self.duplicates += 1
+                continue
+            self.rows[key] = row
+        if not self.rows:
+            raise DataError("no GRPO rows", hint="the corpus's grpo.jsonl is empty")
+
+    def row(self, prompt: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return self.rows[prompt_key(prompt)]
+        except KeyError:
+            raise DataError("a GRPO prompt that is not among the rows given to the rollout") from None
+
+    def problem(self, row: dict[str, Any]) -> Any:
+        from shoparena.tasks.loader import parse_problem
+
+        try:
+            raw = json.loads(row["problem"]) if isinstance(row["problem"], str) else row["problem"]
+            return parse_problem(raw, suite=str(raw.get("suite") or "train"))
+        except (ValueError, AttributeError) as exc:
+            raise DataError(f"GRPO row {row.get('problem_id', '?')}: unreadable problem ({exc})") from None
+
+
+def _sample_batch(model: Any, contexts: list[list[int]], max_new: list[int], eos_ids: list[int], pad_id: int,
+                  temperature: float, top_p: float) -> list[list[int]]:
+    """One turn for each context, generated together (left padding), each cut after its first end-of-turn token
+    and at its own token budget."""
+    import torch
+
+    assert not model.training, "sampling in train mode (training.md §7 bug #2)"
+    device = next(model.parameters()).device
+    width = max(map(len, contexts))
+    ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, ctx in enumerate(contexts):
+        ids[i, width - len(ctx):] = torch.tensor(ctx)
+        mask[i, width - len(ctx):] = 1
+    kwargs: dict[str, Any] = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 \
+        else {"do_sample": False}
+    with torch.no_grad():
+        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max(max_new),
+                             eos_token_id=eos_ids, pad_token_id=pad_id, **kwargs)
+    turns = []
+    for row, budget in zip(out[:, width:].tolist(), max_new, strict=True):
+        new = row[:budget]
+        cut = next((i + 1 for i, tok in enumerate(new) if tok in eos_ids), len(new))
+        turns.append(new[:cut])
+    return turns
+
+
+class _Player:
+    """One episode's state between turns: the environment's loop, the token ids so far, the parsed steps."""
+
+    def __init__(self, env: RolloutEnv, tokenizer: Any, row: dict[str, Any], eos_ids: list[int],
+                 max_completion_length: int, turn_max_tokens: int) -> None:
+        from shoparena.env.runner import EpisodeLoop, resolve_config
+
+        self.env, self.tokenizer, self.row, self.eos_ids = env, tokenizer, row, eos_ids
+        self.max_len, self.turn_max = max_completion_length, turn_max_tokens
+        self.problem = env.problem(row)
+        self.loop = EpisodeLoop(self.problem, env.search, resolve_config(protocol="native", profile="upstream4",
+                                                                         max_steps=env.max_turns))
+        self.ep = TokenEpisode(prompt_ids=render_prompt_ids(tokenizer, row["prompt"], row.get("tools")))
+        self.done = False
+        self._context: list[int] = []
+
+    def request(self) -> tuple[list[int], int] | None:
+        """The next turn's context and token budget, or None when the episode is over."""
+        ep = self.ep
+        if self.loop.next_request() is None:
+            return self._stop("max_turns")
+        room = self.max_len - len(ep.completion_ids)
+        if room <= 0:
+            return self._stop("length")
+        self._context = ep.prompt_ids + ep.completion_ids
+        return self._context, min(self.turn_max, room)
+
+    def _stop(self, why: str) -> None:
+        self.ep.stop, self.done = why, True
+        return None
+
+    def consume(self, sampled: list[int]) -> None:
+        """Append the sampled turn, run its calls in the environment, append the rendered tool results."""
+        from shoparena.llm.hf_backend import completion_to_message
+
+        ep = self.ep
+        ep.completion_ids += sampled
+        ep.env_mask += [1] * len(sampled)
+        # token in / token out: the model saw exactly prompt + completion so far (bug #6)
+        assert ep.prompt_ids + ep.completion_ids[:len(self._context) - len(ep.prompt_ids)] == self._context
+        ended = bool(sampled) and sampled[-1] in self.eos_ids
+        text = self.tokenizer.decode(sampled[:-1] if ended else sampled, skip_special_tokens=False)
+        message = completion_to_message(text)
+        calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+        ep.steps.append(None if not calls and "<tool_call>" in text else calls)
+        before = len(self.loop.native)
+        self.loop.submit(message)
+        if not ended:
+            return self._stop("length")
+        if self.loop.stop is not None:
+            return self._stop(self.loop.stop)
+        stop_call = next((c["name"] for c in calls if c["name"] in STOP_CALLS), None)
+        if stop_call is not None:
+            return self._stop(stop_call)
+        tool_messages = [m for m in self.loop.native[before:] if m["role"] == "tool"]
+        suffix = tool_suffix_ids(self.tokenizer, tool_messages)
+        if len(ep.completion_ids) + len(suffix) >= self.max_len:
+            return self._stop("length")
+        ep.completion_ids += suffix
+        ep.env_mask += [0] * len(suffix)
+        ep.observations.append(tool_messages)
+        return None
+
+    def finish(self, w: float) -> TokenEpisode:
+        ep = self.ep
+        episode = self.loop.finish()
+        score = self.env.scorer.score_steps(self.problem, episode.steps)
+        ep.recommended = episode.recommendation
+        ep.outcome = 1.0 if score.success else 0.0
+        ep.tool_match = mean_step_match(ep.steps, self.row["reference_steps"])
+        ep.reward = blended_reward(ep.outcome, ep.tool_match, w)
+        return ep
+
+
+def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequence[dict[str, Any]], *,
+                       max_completion_length: int, turn_max_tokens: int, temperature: float, top_p: float,
+                       w: float = 0.5) -> list[TokenEpisode]:
+    """Play one episode per row with ``model`` (module docstring), in lockstep: each turn of every unfinished
+    episode is sampled in one batched ``generate`` call."""
+    eos_ids = sorted({tokenizer.eos_token_id, *_generation_eos(model)} - {None})
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
+    while True:
+        asks = [(p, req) for p in players if not p.done and (req := p.request()) is not None]
+        if not asks:
+            break
+        turns = _sample_batch(model, [req[0] for _, req in asks], [req[1] for _, req in asks], eos_ids, pad,
+                              temperature, top_p)
+        for (player, _), sampled in zip(asks, turns, strict=True):
+            player.consume(sampled)
+    return [p.finish(w) for p in players]
+
+
+def run_token_episode(model: Any, tokenizer: Any, env: RolloutEnv, row: dict[str, Any], **settings: Any,
+                      ) -> TokenEpisode:
+    """Play one episode of ``row`` (:func:`run_token_episodes` with one row)."""
+    return run_token_episodes(model, tokenizer, env, [row], **settings)[0]
+
+
+def _generation_eos(model: Any) -> list[int]:
+    config = getattr(model, "generation_config", None)
+    eos = getattr(config, "eos_token_id", None)
+    return list(eos) if isinstance(eos, list) else [eos] if eos is not None else []

@@ -1,0 +1,144 @@
+"""Stage 4, KTO (training.md §3, §4.3) on the tiny Qwen3 and a real corpus export: the labels, the class weights,
+the emission-rate early stop (forced rates through the injectable rate function, the real sampler once), finite
+losses, the merged checkpoint and resume after an interruption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+
+from shoparena.errors import DataError
+from shoparena.train.kto import (
+    ATTENTION_TARGETS,
+    EmissionProbe,
+    KTOConfig,
+    class_weights,
+    emission_stop,
+    kto_rows,
+    probe_prompts,
+    train_kto,
+)
+
+if TYPE_CHECKING:
+    from tests.train.rl_fixtures import RLWorld
+
+pytest_plugins = ("tests.train.rl_fixtures",)  # the shared corpus / tiny-model fixtures
+
+torch.set_num_threads(1)
+FAST = {"max_steps": 4, "batch_size": 2, "max_length": 2048, "save_steps": 2, "probe_every": 2}
+
+
+def test_recipe_defaults() -> None:
+    cfg = KTOConfig()
+    assert (cfg.beta, cfg.learning_rate, cfg.epochs, cfg.max_length, cfg.probe_threshold) == (0.02, 5e-6, 1.0,
+                                                                                               14336, 0.9)
+    assert cfg.lora is not None and cfg.lora.r == 16 and tuple(cfg.lora.target_modules) == ATTENTION_TARGETS
+    with pytest.raises(ValueError):
+        KTOConfig(batch_size=1)  # the KL estimate needs a neighbour in the batch
+
+
+def test_labels_follow_the_trajectory_outcome(rl_world: RLWorld) -> None:
+    raw = rl_world.rows("kto_train")
+    rows = kto_rows(raw)
+    assert [r["label"] for r in rows] == [r["label"] for r in raw]
+    for r in raw:
+        prov = rl_world.provenance[r["traj_id"]]
+        # desirable = a turn of a strictly successful agentic trace, undesirable = a turn of a failed one
+        assert r["label"] is (prov["success"] is True and prov["axis"] == "A"), r["id"]
+        assert len(r["completion"]) == 1 and r["completion"][0]["role"] == "assistant"
+    balance = class_weights(rows)
+    assert balance["desirable"] == sum(r["label"] for r in raw) > 0
+    assert balance["undesirable"] == len(raw) - balance["desirable"] > 0
+    # the minority class is up-weighted so λ_D·n_D = λ_U·n_U
+    assert balance["desirable"] * balance["desirable_weight"] == pytest.approx(
+        balance["undesirable"] * balance["undesirable_weight"])
+
+
+def test_bad_rows_are_one_clear_error(rl_world: RLWorld) -> None:
+    row = rl_world.rows("kto_train")[0]
+    with pytest.raises(DataError, match="label"):
+        kto_rows([{**row, "label": "yes"}])
+    with pytest.raises(DataError, match="judged assistant turn"):
+        kto_rows([{**row, "completion": row["prompt"]}])
+    with pytest.raises(DataError, match="both labels"):
+        class_weights([r for r in kto_rows(rl_world.rows("kto_train")) if r["label"]])
+
+
+def test_probe_set_is_the_recommend_points(rl_world: RLWorld) -> None:
+    rows = kto_rows(rl_world.rows("kto_train"))
+    probes = probe_prompts(rows, 4)
+    assert 0 < len(probes) <= 4
+    recommend_prompts = {json.dumps(r["prompt"]) for r in rows
+                         if any(c["function"]["name"] == "recommend_product"
+                                for c in r["completion"][0].get("tool_calls") or [])}
+    assert all(json.dumps(p["prompt"]) in recommend_prompts for p in probes)
+
+
+@pytest.mark.parametrize(("rate", "fires"), [(0.5, True), (0.95, False)])
+def test_early_stop_fires_only_below_threshold(tiny_model: Path, rate: float, fires: bool) -> None:
+    from transformers import AutoModelForCausalLM, TrainerControl, TrainerState
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model.train()
+    seen: list[bool] = []
+
+    def rate_fn(m: torch.nn.Module) -> float:
+        seen.append(m.training or torch.is_grad_enabled())
+        return rate
+
+    cb = emission_stop(rate_fn, every=2, threshold=0.9)
+    for step in (1, 2):
+        control = cb.on_step_end(None, TrainerState(global_step=step), TrainerControl(), model=model)
+    assert seen == [False]  # probed once (step 2), in eval mode without gradients
+    assert model.training  # train mode restored
+    assert control.should_training_stop is fires
+    assert cb.history == [(2, rate)] and cb.stopped_at == (2 if fires else None)
+
+
+def test_real_sampler_counts_recommend_calls(tiny_model: Path, overfit_model: Path, rl_world: RLWorld) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    probes = [{"prompt": r["prompt"], "tools": r["tools"]} for r in rl_world.rows("grpo_train")[:1]] * 6
+    rates = []
+    for path in (tiny_model, overfit_model):
+        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        probe = EmissionProbe(AutoTokenizer.from_pretrained(path), probes, max_new_tokens=64, temperature=1.0)
+        rates.append(probe(model))
+        with pytest.raises(AssertionError, match="train mode"):
+            probe(model.train())
+    # noise never recommends; the overfit model recommends on some samples and searches on others
+    assert rates[0] == 0.0
+    assert 0.0 < rates[1] < 1.0
+
+
+def test_train_kto_finite_loss_merged_model_and_resume(tiny_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
+    rows = rl_world.rows("kto_train")
+    full = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "full", rate_fn=lambda m: 1.0)
+    assert full.steps == 4
+    m = full.metrics
+    assert m["loss_finite"] and m["emission_rate"] == [[2, 1.0], [4, 1.0]] and m["early_stopped_at"] is None
+    assert m["rows"] + m["dropped_too_long"] == len(rows) and m["desirable"] and m["undesirable"]
+    assert full.tokens_trained > 0
+    stage = json.loads((tmp_path / "full" / "stage.json").read_text())
+    assert stage["checkpoint_sha256"] == full.checkpoint_sha256
+    merged = tmp_path / "full" / "model"
+    assert not (merged / "adapter_config.json").exists() and (merged / "model.safetensors").is_file()
+    assert full.checkpoint_sha256 != _sha(tiny_model)
+
+    # interrupted after the step-2 checkpoint (the early stop stands in for a kill), then resumed
+    part = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "part", rate_fn=lambda m: 0.0)
+    assert part.steps == 2 and part.metrics["early_stopped_at"] == 2
+    resumed = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "part", resume=True, rate_fn=lambda m: 1.0)
+    assert resumed.resumed_from is not None and resumed.resumed_from.endswith("checkpoint-2")
+    assert resumed.steps == 4
+    assert resumed.checkpoint_sha256 == full.checkpoint_sha256
+
+
+def _sha(path: Path) -> str:
+    from shoparena.train.checkpoint import weights_sha256
+
+    return weights_sha256(path)
