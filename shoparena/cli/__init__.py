@@ -10,7 +10,20 @@ import sys
 
 import typer
 
-from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
+from shoparena.cli import (
+    arena,
+    catalog,
+    corpus,
+    demo,
+    llm,
+    problems,
+    run,
+    score,
+    search,
+    submit,
+    train,
+    validate,
+)
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import err_console
 from shoparena.errors import ShopArenaError
@@ -35,6 +48,7 @@ app.command("submit")(submit.submit)
 app.command("search")(search.search)
 app.command("score")(score.score)
 app.command("demo")(demo.demo)
+app.command("train")(train.train)
 
 
 def main(argv: list[str] | None = None) -> None:

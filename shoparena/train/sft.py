@@ -159,7 +159,11 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
                 config: SFTConfig, lr: float, run_dir: Path, *, resume: bool, progress: bool,
                 callbacks: Sequence[Any]) -> dict[str, Any]:
     torch, transformers, trl, peft = _import_train()
+    import datasets
     from datasets import Dataset
+
+    if not progress:
+        datasets.disable_progress_bars()
 
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
@@ -195,6 +199,8 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
         eval_dataset=Dataset.from_list(evals) if evals else None, processing_class=tokenizer,
         peft_config=peft_config, callbacks=[_make_callbacks(transformers, log_path), *callbacks],
     )
+    if not progress:
+        trainer.remove_callback(transformers.PrinterCallback)  # keeps stdout clean for --json
     t0 = time.perf_counter()
     out = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - t0
