@@ -37,7 +37,7 @@ def train(
         spec = spec.model_copy(update={"base": base})
     chosen = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
     if catalog is None:
-        from shoparena.corpus.export.manifest import read_manifest
+        from shoparena.corpus import read_manifest
 
         src = (read_manifest(corpus, verify=False).get("sources") or {}) if corpus.is_dir() else {}
         found = src.get("catalog") if isinstance(src, dict) else None

@@ -1,6 +1,7 @@
 """Recipes: a base model and the five stages' configs in one YAML file (built-ins in ``shoparena/train/recipes/``),
 and :func:`run_recipe`, which chains the stages over a corpus (each stage's ``model/`` is the next one's input),
-skips finished stages on ``resume`` (their ``stage.json`` present and their checkpoint hash still valid) and
+skips finished stages on ``resume`` (their ``stage.json`` present, their checkpoint hash still valid, and every
+stage before them skipped too; the first stage that runs continues from its last checkpoint) and
 writes ``out_dir/manifest.json`` atomically after every stage: corpus manifest hash, recipe text and hash,
 package versions, seeds, each stage's result and checkpoint hash, wall time.
 
@@ -218,15 +219,17 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     _write_manifest(out, manifest)
     sft_rows, eval_rows = _rows(corpus, "sft_train"), _rows(corpus, "sft_eval")
     problems = problems_of_rows(_rows(corpus, "grpo_train")) if {"rs", "teacher"} & set(chosen) else []
+    chain_intact = resume  # a stage is skipped only while every stage before it was too (same input)
     for name in chosen:
         sdir = out / name
-        done = load_stage(sdir) if resume else None
+        done = load_stage(sdir) if chain_intact else None
         if done is not None:
             result = done
             manifest.skipped.append(name)
         else:
             mod = _stage_module(name)
-            common = {"resume": resume}
+            common = {"resume": chain_intact}  # an interrupted stage continues; later ones start afresh
+            chain_intact = False
             if name == "sft":
                 result = mod.train_sft(model, sft_rows, eval_rows, recipe.sft, sdir, progress=progress, **common)
             elif name == "rs":

@@ -201,9 +201,9 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     )
     if not progress:
         trainer.remove_callback(transformers.PrinterCallback)  # keeps stdout clean for --json
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = trainer.train(resume_from_checkpoint=last)
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     eval_loss = trainer.evaluate()["eval_loss"] if evals else None
     model = trainer.model
     if config.lora is not None:
@@ -216,10 +216,14 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
         (dest / FORMAT_FILE).write_text(json.dumps({"compact": config.compact.model_dump(mode="json")}) + "\n",
                                         encoding="utf-8")
     log = _read_log(log_path)
+    tokens = log[-1]["num_tokens"] if log else None
+    if last is not None and tokens is not None:  # throughput of this process: tokens since the checkpoint
+        at = int(Path(last).name.split("-")[1])
+        tokens -= next((r["num_tokens"] or 0 for r in log if r["step"] == at), 0)
     return {"lr": lr, "eval_loss": eval_loss, "train_loss": out.training_loss, "steps": out.global_step,
             "loss_first": log[0]["loss"] if log else None, "loss_last": log[-1]["loss"] if log else None,
-            "losses": [r["loss"] for r in log], "seconds": seconds,
-            "num_tokens": log[-1]["num_tokens"] if log else None, "resumed_from": last, "model": dest}
+            "losses": [r["loss"] for r in log], "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "num_tokens": tokens, "resumed_from": last, "model": dest}
 
 
 def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, Any]],
@@ -259,6 +263,8 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     epochs_seen = best["steps"] / steps_per_epoch
     tokens_trained = round(trained * epochs_seen)
     metrics = {k: best[k] for k in ("lr", "eval_loss", "train_loss", "loss_first", "loss_last", "losses")}
+    metrics["train_cpu_s"] = round(best["cpu_seconds"], 3)  # process CPU time of the train loop (all threads)
+    metrics["train_tokens_seen"] = best["num_tokens"]
     metrics.update(train_counts=dict(train.counts), eval_counts=dict(evals.counts),
                    sweep=[{"lr": r["lr"], "eval_loss": r["eval_loss"], "train_loss": r["train_loss"]} for r in runs])
     rate = best["num_tokens"] / best["seconds"] if best["num_tokens"] and best["seconds"] else None
