@@ -37,6 +37,8 @@ class SFTConfig(StageConfig):
     lr_sweep: tuple[float, ...] | None = None
     """One run per learning rate; the lowest held-out ``eval_loss`` wins (``learning_rate`` is ignored then)."""
     truncation: Literal["drop", "keep_start"] = "drop"
+    max_eval_rows: int | None = Field(None, ge=1)
+    """Held-out rows used for ``eval_loss`` (the first N; ``None`` = all)."""
     compact: CompactConfig | None = None
     """Compact observation rendering (short CPU contexts); saved with the checkpoint so evaluation uses it too."""
     warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
@@ -243,7 +245,7 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     fmt = config.format()
     train = encode_rows(tokenizer, train_rows, fmt)
-    evals = encode_rows(tokenizer, eval_rows, fmt)
+    evals = encode_rows(tokenizer, list(eval_rows)[: config.max_eval_rows], fmt)
     if not train.samples:
         raise DataError(f"no trainable SFT rows ({dict(train.counts)})",
                         hint="raise max_length, use truncation: keep_start, or compact observations")
