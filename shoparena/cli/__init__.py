@@ -17,7 +17,20 @@ from typing import NoReturn
 import typer
 import typer._click.exceptions as _typer_click
 
-from shoparena.cli import arena, catalog, corpus, demo, llm, problems, run, score, search, submit, validate
+from shoparena.cli import (
+    arena,
+    catalog,
+    corpus,
+    demo,
+    llm,
+    problems,
+    run,
+    score,
+    search,
+    submit,
+    train,
+    validate,
+)
 from shoparena.cli import models as models_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import print_error
@@ -44,6 +57,7 @@ app.command("submit")(submit.submit)
 app.command("search")(search.search)
 app.command("score")(score.score)
 app.command("demo")(demo.demo)
+app.command("train")(train.train)
 
 
 try:  # typer vendors its own click; a plain click may still raise from third-party callbacks

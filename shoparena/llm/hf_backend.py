@@ -22,9 +22,10 @@ from typing import Any
 from shoparena.env.protocol_native import parse_qwen3
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
 from shoparena.errors import ConfigError, NotFoundError
+from shoparena.llm.compact import compact_messages, read_compact
 from shoparena.llm.types import ChatBackend, Sampling
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "HFBackend", "completion_to_message"]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "HFBackend", "completion_to_message", "template_messages"]
 
 DEFAULT_MAX_NEW_TOKENS = 1024
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>")
@@ -92,6 +93,10 @@ def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+template_messages = _template_messages
+"""Public name: the training renderer (:mod:`shoparena.train.format`) prepares messages exactly as serving does."""
+
+
 class HFBackend:
     """A local transformers model as a chat backend. ``name`` is the model directory's name."""
 
@@ -121,6 +126,7 @@ class HFBackend:
         # when it names none.
         self.turn_cap: int | None = max_new_tokens or getattr(self.model.generation_config, "max_new_tokens", None)
         self.max_new_tokens = self.turn_cap or DEFAULT_MAX_NEW_TOKENS
+        self.compact = read_compact(self.path)  # the observation rendering the checkpoint was trained with
         self._lock = threading.Lock()
         self._torch = torch
         end = {self.tokenizer.convert_tokens_to_ids(t) for t in _END_MARKERS if t in self.tokenizer.get_vocab()}
@@ -136,6 +142,7 @@ class HFBackend:
                enable_thinking: bool | None = None) -> str:
         """The prompt text the chat template makes of a conversation (with the generation prompt)."""
         extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+        messages = compact_messages(messages, self.compact)
         return self.tokenizer.apply_chat_template(_template_messages(messages), tools=tools or None, tokenize=False,
                                                   add_generation_prompt=True, **extra)
 

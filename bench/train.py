@@ -1,0 +1,122 @@
+"""Training benchmark: the SFT stage wrapper (:func:`shoparena.train.sft.train_sft`) against plain TRL
+``SFTTrainer`` on the same model, data and settings; the issue asks the wrapper to cost ≤ 5 %.
+
+    python bench/train.py [--steps 20] [--repeats 2] [--model tiny|DIR] [--max-length 2048] [--batch 2]
+
+Setup (not timed): the seeded corpus world (:mod:`shoparena.corpus.testing` → ``build_corpus``) and the tiny Qwen3
+(or ``--model DIR``, e.g. a prepared SmolLM2); the samples are encoded once with :func:`encode_rows` for the plain
+run. Timed ``--repeats`` times each, the order alternating between repeats:
+- plain: ``trl.SFTTrainer(model, SFTConfig(...), Dataset(input_ids, assistant_masks), peft_config)`` +
+  ``train()`` with the same arguments as the wrapper (checkpoints every ``save_steps``, LoRA r 8 all-linear);
+- wrapper: ``train_sft`` (encoding + mask validation, step log, merge + save, ``stage.json``).
+Figures: train-loop tokens/s (input tokens / wall seconds of ``train()``) and tokens per CPU-second (less
+sensitive to other processes on the machine) of each, the wrapper's end-to-end seconds, and
+the ratio wrapper / plain of the train-loop throughput (best and median of the repeats). One torch thread;
+other processes on the machine make single figures noisy, so run several repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def _world(root: Path) -> tuple[list[dict[str, Any]], Path]:
+    from shoparena.corpus.build import build_corpus
+    from shoparena.corpus.export.common import read_jsonl_rows
+    from shoparena.corpus.testing import seed_world
+
+    world = seed_world(root / "world")
+    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
+    return read_jsonl_rows(root / "corpus" / "sft_train.jsonl") + read_jsonl_rows(root / "corpus" /
+                                                                                 "sft_eval.jsonl"), world.catalog
+
+
+def _plain(model_dir: Path, samples: list[dict[str, list[int]]], cfg: Any, out: Path) -> tuple[float, float]:
+    import peft
+    import torch
+    import transformers
+    import trl
+    from datasets import Dataset
+
+    transformers.set_seed(cfg.seed)
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = trl.SFTConfig(output_dir=str(out), learning_rate=cfg.learning_rate, max_steps=cfg.max_steps,
+                         per_device_train_batch_size=cfg.batch_size, max_length=cfg.max_length, logging_steps=1,
+                         save_strategy="steps", save_steps=cfg.save_steps, seed=cfg.seed, data_seed=cfg.seed,
+                         use_cpu=True, bf16=False, report_to="none", disable_tqdm=True, gradient_checkpointing=False)
+    lora = peft.LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, target_modules="all-linear",
+                           task_type="CAUSAL_LM")
+    trainer = trl.SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(samples), processing_class=tok,
+                             peft_config=lora)
+    trainer.remove_callback(transformers.PrinterCallback)
+    t0, c0 = time.perf_counter(), time.process_time()
+    trainer.train()
+    runtime, cpu = time.perf_counter() - t0, time.process_time() - c0
+    tokens = trainer.state.log_history[-2].get("num_tokens") or 0
+    return tokens / runtime, tokens / cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--max-length", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=2)
+    a = ap.parse_args()
+
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    from shoparena.llm.compact import CompactConfig
+    from shoparena.llm.tiny import build_tiny_qwen3
+    from shoparena.train.format import encode_rows
+    from shoparena.train.sft import SFTConfig, train_sft
+    from shoparena.train.types import LoraConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        rows, _ = _world(root)
+        model_dir = build_tiny_qwen3(root / "tiny", seed=0) if a.model == "tiny" else Path(a.model)
+        cfg = SFTConfig(max_steps=a.steps, batch_size=a.batch, max_length=a.max_length, truncation="keep_start",
+                        compact=CompactConfig(max_items=3, max_chars=600), save_steps=max(1, a.steps // 2),
+                        learning_rate=1e-3, lora=LoraConfig(r=8, alpha=16))
+        tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+        samples = encode_rows(tok, rows, cfg.format()).samples
+        plain, wrapped, e2e, plain_cpu, wrapped_cpu = [], [], [], [], []
+        for i in range(a.repeats):
+            for which in (("plain", "wrapper") if i % 2 == 0 else ("wrapper", "plain")):  # alternate the order
+                if which == "plain":
+                    rate, per_cpu = _plain(model_dir, samples, cfg, root / f"plain{i}")
+                    plain.append(rate)
+                    plain_cpu.append(per_cpu)
+                else:
+                    t0 = time.perf_counter()
+                    res = train_sft(model_dir, rows, [], cfg, root / f"wrap{i}")
+                    e2e.append(time.perf_counter() - t0)
+                    wrapped.append(res.tokens_per_s or 0.0)
+                    wrapped_cpu.append(res.metrics["train_tokens_seen"] / res.metrics["train_cpu_s"])
+            print(f"repeat {i}: wall: plain {plain[-1]:,.0f} tok/s, wrapper {wrapped[-1]:,.0f} tok/s; per CPU-second: "
+                  f"plain {plain_cpu[-1]:,.0f}, wrapper {wrapped_cpu[-1]:,.0f}; wrapper end to end {e2e[-1]:.1f} s")
+        print(f"model {a.model}: {len(samples)} samples, {a.steps} steps × batch {a.batch}, max_length {a.max_length}")
+        for unit, p, w in (("tokens/s (wall)", plain, wrapped), ("tokens per CPU-second", plain_cpu, wrapped_cpu)):
+            for name, pick in (("best", max), ("median", statistics.median)):
+                ratio = pick(w) / pick(p)
+                print(f"train loop, {unit}, {name} of {a.repeats}: plain TRL {pick(p):,.0f}  wrapper {pick(w):,.0f}  "
+                      f"ratio {ratio:.3f} (overhead {100 * (1 - ratio):+.1f} %)")
+        print(f"wrapper end to end (encode + validate masks + train + merge + save): best {min(e2e):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

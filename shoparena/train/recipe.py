@@ -1,0 +1,273 @@
+"""Recipes: a base model and the five stages' configs in one YAML file (built-ins in ``shoparena/train/recipes/``),
+and :func:`run_recipe`, which chains the stages over a corpus (each stage's ``model/`` is the next one's input),
+skips finished stages on ``resume`` (their ``stage.json`` present, their checkpoint hash still valid, and every
+stage before them skipped too; the first stage that runs continues from its last checkpoint) and
+writes ``out_dir/manifest.json`` atomically after every stage: corpus manifest hash, recipe text and hash,
+package versions, seeds, each stage's result and checkpoint hash, wall time.
+
+KTO and GRPO live in :mod:`shoparena.train.kto` / :mod:`shoparena.train.grpo` and are imported only when a recipe
+runs them (a build without them fails with one clear error)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+import time
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from shoparena.errors import ConfigError, NotFoundError
+from shoparena.train.rs import RSConfig
+from shoparena.train.sft import SFTConfig, checkpoint_sha256, load_stage
+from shoparena.train.teacher import TeacherConfig
+from shoparena.train.types import StageResult
+
+__all__ = ["BUILTIN_RECIPES", "STAGES", "Recipe", "TrainManifest", "load_recipe", "run_recipe"]
+
+STAGES: dict[str, str] = {
+    "sft": "shoparena.train.sft", "rs": "shoparena.train.rs", "teacher": "shoparena.train.teacher",
+    "kto": "shoparena.train.kto", "grpo": "shoparena.train.grpo",
+}
+"""Stage name → module (the recipe's order). kto / grpo are imported lazily."""
+BUILTIN_RECIPES = ("tiny", "cpu-mini", "paper")
+MANIFEST = "manifest.json"
+FORMAT = "shoparena-train/1"
+
+
+class Recipe(BaseModel):
+    """A training recipe. ``base``: ``tiny`` (the from-scratch tiny Qwen3, built from ``seed``), ``hf:DIR`` or a
+    checkpoint directory (e.g. a prepared SmolLM2). Stage sections are the stages' configs; ``kto`` / ``grpo`` are
+    validated by their own modules' ``KTOConfig`` / ``GRPOConfig`` when they run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    base: str = "tiny"
+    seed: int = 0
+    stages: tuple[str, ...] = ("sft", "rs", "teacher", "kto", "grpo")
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    rs: RSConfig = Field(default_factory=RSConfig)
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
+    kto: dict[str, Any] = Field(default_factory=dict)
+    grpo: dict[str, Any] = Field(default_factory=dict)
+    verified: str | None = None
+    """Where the recipe has been run end to end (``None``: unverified)."""
+
+    @field_validator("stages")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return check_stages(v)
+
+
+def check_stages(names: Any) -> tuple[str, ...]:
+    bad = [s for s in names if s not in STAGES]
+    if bad:
+        raise ValueError(f"unknown stage(s) {', '.join(bad)} (known: {', '.join(STAGES)})")
+    return tuple(s for s in STAGES if s in names)
+
+
+class TrainManifest(BaseModel):
+    """``out_dir/manifest.json`` of a training run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = FORMAT
+    recipe: str
+    recipe_sha256: str
+    recipe_text: str
+    corpus: str
+    corpus_manifest_sha256: str | None
+    base: str
+    base_sha256: str
+    stages_requested: list[str]
+    seeds: dict[str, int]
+    versions: dict[str, str | None]
+    stages: list[StageResult] = Field(default_factory=list)
+    checkpoints: dict[str, str] = Field(default_factory=dict)
+    skipped: list[str] = Field(default_factory=list)
+    """Stages found complete on ``--resume`` and not rerun."""
+    final_model: str | None = None
+    complete: bool = False
+    wall_s: float = 0.0
+
+
+def _one_line(src: str, exc: ValidationError) -> str:
+    errs = exc.errors()
+    first = errs[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+    return f"recipe {src}: {loc}: {first['msg']}{more}"
+
+
+def load_recipe(spec: str | os.PathLike[str]) -> tuple[Recipe, str]:
+    """A built-in recipe by name or a YAML file: ``(recipe, its text)``. Bad YAML or fields → :class:`ConfigError`
+    with one line naming the first bad field."""
+    import yaml
+
+    name = str(spec)
+    if name in BUILTIN_RECIPES:
+        text = resources.files("shoparena.train").joinpath("recipes", f"{name}.yaml").read_text(encoding="utf-8")
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise NotFoundError(f"no recipe {name!r}: neither a built-in ({', '.join(BUILTIN_RECIPES)}) nor a file")
+        text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"recipe {name}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe {name}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return Recipe.model_validate(data), text
+    except ValidationError as exc:
+        raise ConfigError(_one_line(name, exc)) from None
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for pkg in ("shoparena", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _write_manifest(out: Path, manifest: TrainManifest) -> None:
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out / MANIFEST)
+
+
+def _stage_module(name: str) -> Any:
+    try:
+        return importlib.import_module(STAGES[name])
+    except ModuleNotFoundError as exc:
+        if exc.name == STAGES[name]:
+            raise ConfigError(f"stage {name!r} is not available in this build ({STAGES[name]} is missing)",
+                              hint="run the other stages with --stages sft,rs,teacher") from None
+        raise
+
+
+def _rows(corpus: Path, name: str) -> list[dict[str, Any]]:
+    from shoparena.corpus.export.common import read_jsonl_rows
+
+    path = corpus / f"{name}.jsonl"
+    return read_jsonl_rows(path) if path.is_file() else []
+
+
+def _base_model(recipe: Recipe, out: Path) -> Path:
+    if recipe.base == "tiny":
+        from shoparena.llm.tiny import build_tiny_qwen3
+
+        dest = out / "base"
+        if not (dest / "config.json").is_file():
+            build_tiny_qwen3(dest, seed=recipe.seed)
+        return dest
+    path = Path(recipe.base.removeprefix("hf:")).expanduser()
+    if not (path / "config.json").is_file():
+        raise NotFoundError(f"recipe base {recipe.base!r}: no checkpoint there (config.json missing)",
+                            hint="prepare one with `shoparena models prepare smollm2-135m --out DIR`")
+    return path
+
+
+def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+               stages: list[str] | tuple[str, ...] | None = None, resume: bool = False,
+               catalog_dir: str | os.PathLike[str] | None = None, recipe_text: str | None = None,
+               progress: bool = False) -> TrainManifest:
+    """Run ``stages`` (default: the recipe's) of ``recipe`` over the corpus in ``corpus_dir`` into ``out_dir``."""
+    from shoparena.corpus.export.manifest import read_manifest
+    from shoparena.train.harness import problems_of_rows
+
+    t0 = time.perf_counter()
+    try:
+        chosen = check_stages(stages if stages is not None else recipe.stages)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    for name in chosen:
+        _stage_module(name)  # fail before any work when a stage's module is missing
+    corpus = Path(corpus_dir)
+    if not corpus.is_dir():
+        raise NotFoundError(f"no corpus directory {corpus}", hint="build one with `shoparena corpus build`")
+    corpus_manifest = read_manifest(corpus)
+    needs_catalog = [s for s in chosen if s in ("rs", "teacher", "grpo")]
+    if needs_catalog and catalog_dir is None:
+        raise ConfigError(f"stages {', '.join(needs_catalog)} run the harness and need the catalog",
+                          hint="pass --catalog DIR (the catalog the corpus was built from)")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = recipe_text if recipe_text is not None else recipe.model_dump_json()
+    model = _base_model(recipe, out)
+    manifest = TrainManifest(
+        recipe=recipe.name, recipe_sha256=hashlib.sha256(text.encode()).hexdigest(), recipe_text=text,
+        corpus=str(corpus), corpus_manifest_sha256=corpus_manifest.get("manifest_hash"), base=recipe.base,
+        base_sha256=checkpoint_sha256(model), stages_requested=list(chosen),
+        seeds={"recipe": recipe.seed, **{s: getattr(recipe, s).seed for s in ("sft", "rs", "teacher")
+                                         if s in chosen}},
+        versions=_versions(),
+    )
+    _write_manifest(out, manifest)
+    sft_rows, eval_rows = _rows(corpus, "sft_train"), _rows(corpus, "sft_eval")
+    problems = problems_of_rows(_rows(corpus, "grpo_train")) if {"rs", "teacher"} & set(chosen) else []
+    chain_intact = resume  # a stage is skipped only while every stage before it was too (same input)
+    for name in chosen:
+        sdir = out / name
+        done = load_stage(sdir) if chain_intact else None
+        if done is not None:
+            result = done
+            manifest.skipped.append(name)
+        else:
+            mod = _stage_module(name)
+            common = {"resume": chain_intact}  # an interrupted stage continues; later ones start afresh
+            chain_intact = False
+            if name == "sft":
+                result = mod.train_sft(model, sft_rows, eval_rows, recipe.sft, sdir, progress=progress, **common)
+            elif name == "rs":
+                result = mod.train_rs(model, problems, sft_rows, eval_rows, recipe.rs, sdir, catalog_dir=catalog_dir,
+                                      progress=progress, **common)
+            elif name == "teacher":
+                result = mod.train_teacher(model, problems, eval_rows, recipe.teacher, sdir,
+                                           catalog_dir=catalog_dir, progress=progress, **common)
+            elif name == "kto":
+                config = _stage_config(mod, "KTOConfig", recipe.kto, name)
+                manifest.seeds[name] = getattr(config, "seed", recipe.seed)
+                result = mod.train_kto(model, _rows(corpus, "kto_train"), config, sdir, **common)
+            else:
+                config = _stage_config(mod, "GRPOConfig", recipe.grpo, name)
+                manifest.seeds[name] = getattr(config, "seed", recipe.seed)
+                result = mod.train_grpo(model, _rows(corpus, "grpo_train"), config, sdir, catalog_dir=catalog_dir,
+                                        **common)
+        manifest.stages.append(result)
+        manifest.checkpoints[name] = result.checkpoint_sha256
+        model = Path(result.model_dir)
+        manifest.final_model = str(model)
+        manifest.wall_s = round(time.perf_counter() - t0, 3)
+        _write_manifest(out, manifest)
+    manifest.complete = True
+    manifest.wall_s = round(time.perf_counter() - t0, 3)
+    _write_manifest(out, manifest)
+    return manifest
+
+
+def _stage_config(mod: Any, cls_name: str, data: dict[str, Any], stage: str) -> Any:
+    cls = getattr(mod, cls_name)
+    try:
+        return cls.model_validate(data) if hasattr(cls, "model_validate") else cls(**data)
+    except (ValidationError, TypeError) as exc:
+        msg = _one_line(stage, exc) if isinstance(exc, ValidationError) else f"recipe {stage}: {exc}"
+        raise ConfigError(msg) from None
+
+
+def read_train_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """A run's manifest as JSON."""
+    return json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))

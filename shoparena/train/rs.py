@@ -1,0 +1,81 @@
+"""Stage 2: rejection-sampled re-SFT (training.md §3, paper B.3). ``k`` samples per train problem through the real
+harness with the stage-1 model (or any ``sampler`` model URI), keep the strict successes, mix them with the
+stage-1 rows (``mix_ratio`` = the RS share, 50/50 by default) and retrain with :func:`train_sft`.
+
+A run where nothing succeeds passes its input checkpoint on unchanged (and says so in the metrics)."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from shoparena.tasks.types import Problem
+from shoparena.train.harness import collect_successes
+from shoparena.train.sft import (
+    SFTConfig,
+    checkpoint_sha256,
+    copy_checkpoint,
+    load_stage,
+    train_sft,
+    write_stage,
+)
+from shoparena.train.types import StageResult
+
+__all__ = ["RSConfig", "mix_rows", "train_rs"]
+
+
+class RSConfig(SFTConfig):
+    """Stage-2 settings: sampling (paper: k 8, temperature 0.9) and the mix; the rest is the SFT trainer's."""
+
+    k: int = Field(8, ge=1)
+    temperature: float = Field(0.9, ge=0.0)
+    sampler: str | None = None
+    """Model URI that samples (default ``hf:<the stage's input checkpoint>``)."""
+    mix_ratio: float = Field(0.5, gt=0.0, le=1.0)
+    """Share of RS rows in the retraining mix (the rest: stage-1 rows)."""
+    max_problems: int | None = Field(None, ge=1)
+    agent: str = "react"
+    timeout_s: float = Field(300.0, gt=0)
+    concurrency: int | None = Field(None, ge=1)
+
+
+def mix_rows(new: Sequence[dict[str, Any]], old: Sequence[dict[str, Any]], ratio: float, seed: int
+             ) -> list[dict[str, Any]]:
+    """``new`` plus enough of ``old`` (a seeded sample) that ``new`` makes up ``ratio`` of the mix, shuffled."""
+    want = round(len(new) * (1 - ratio) / ratio)
+    rng = random.Random(seed)
+    picked = rng.sample(list(old), min(want, len(old)))
+    mixed = [*new, *picked]
+    rng.shuffle(mixed)
+    return mixed
+
+
+def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft_rows: Sequence[dict[str, Any]],
+             eval_rows: Sequence[dict[str, Any]], config: RSConfig, out_dir: str | os.PathLike[str], *,
+             catalog_dir: str | os.PathLike[str], resume: bool = False, progress: bool = False) -> StageResult:
+    """Sample, keep successes, mix, retrain; the merged checkpoint goes to ``out_dir/model``."""
+    out = Path(out_dir)
+    if resume and (done := load_stage(out)) is not None:
+        return done
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = list(problems)[: config.max_problems] if config.max_problems else list(problems)
+    got = collect_successes(catalog_dir, chosen, model=config.sampler or f"hf:{Path(model_dir).resolve()}",
+                            k=config.k, temperature=config.temperature, seed=config.seed, out_dir=out / "samples",
+                            agent=config.agent, timeout_s=config.timeout_s, concurrency=config.concurrency,
+                            resume=resume)
+    metrics: dict[str, Any] = {"sampler_asr": got.asr, "samples": dict(got.counts), "kept": len(got.rows),
+                               "kept_pairs": [list(p) for p in got.kept], "problems": len(chosen)}
+    if not got.rows:
+        copy_checkpoint(Path(model_dir), out / "model")
+        metrics["note"] = "no successful samples: the input checkpoint is passed on unchanged"
+        return write_stage(out, StageResult(stage="rs", model_dir=out / "model",
+                                            checkpoint_sha256=checkpoint_sha256(out / "model"), metrics=metrics))
+    mixed = mix_rows(got.rows, sft_rows, config.mix_ratio, config.seed)
+    metrics["mix"] = {"rs_rows": len(got.rows), "sft_rows": len(mixed) - len(got.rows)}
+    res = train_sft(model_dir, mixed, eval_rows, config, out, resume=resume, progress=progress, stage="rs")
+    return write_stage(out, res.model_copy(update={"metrics": {**res.metrics, **metrics}}))

@@ -1,0 +1,278 @@
+"""Stage 1 (and the trainer of stages 2–3): supervised fine-tuning over TRL ``SFTTrainer`` on pre-tokenised samples
+(:mod:`shoparena.train.format`: ``input_ids`` + ``assistant_masks``, every mask validated), LoRA with explicit
+targets (PEFT) or full fine-tuning, checkpoints every ``save_steps`` and ``resume`` from the last one, a learning
+rate chosen by held-out loss (``lr_sweep``), the adapter merged into a plain checkpoint at ``out_dir/model``.
+
+Also owns the helpers every stage shares: the checkpoint hash, ``stage.json`` reading / writing, the per-step log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from shoparena.errors import ConfigError, DataError
+from shoparena.llm.compact import FORMAT_FILE, CompactConfig
+from shoparena.train.format import FormatConfig, encode_rows
+from shoparena.train.types import StageConfig, StageResult
+
+__all__ = [
+    "SFTConfig", "checkpoint_sha256", "load_stage", "train_sft", "write_stage",
+]
+
+STAGE_FILE = "stage.json"
+
+
+class SFTConfig(StageConfig):
+    """Stage-1 settings (training.md §3: LR sweep {1e-5, 3e-5, 1e-4} by held-out ``eval_loss``, one epoch)."""
+
+    lr_sweep: tuple[float, ...] | None = None
+    """One run per learning rate; the lowest held-out ``eval_loss`` wins (``learning_rate`` is ignored then)."""
+    truncation: Literal["drop", "keep_start"] = "drop"
+    max_eval_rows: int | None = Field(None, ge=1)
+    """Held-out rows used for ``eval_loss`` (the first N; ``None`` = all)."""
+    compact: CompactConfig | None = None
+    """Compact observation rendering (short CPU contexts); saved with the checkpoint so evaluation uses it too."""
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    lr_scheduler: str = "linear"
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    full_determinism: bool = False
+    """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
+
+    def format(self) -> FormatConfig:
+        return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact)
+
+
+# ── shared stage helpers ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def checkpoint_sha256(model_dir: str | os.PathLike[str]) -> str:
+    """sha256 over a checkpoint's weight files (names and bytes, sorted by name)."""
+    root = Path(model_dir)
+    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+    if not files:
+        raise DataError(f"{root} holds no weight files (*.safetensors)")
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def write_stage(out_dir: Path, result: StageResult) -> StageResult:
+    """Atomically write ``out_dir/stage.json``."""
+    tmp = out_dir / (STAGE_FILE + ".tmp")
+    tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out_dir / STAGE_FILE)
+    return result
+
+
+def load_stage(out_dir: str | os.PathLike[str]) -> StageResult | None:
+    """A finished stage's result, or ``None`` when ``stage.json`` is missing, unreadable, or its checkpoint's hash
+    no longer matches (so ``--resume`` reruns it)."""
+    path = Path(out_dir) / STAGE_FILE
+    if not path.is_file():
+        return None
+    try:
+        result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
+        if checkpoint_sha256(result.model_dir) != result.checkpoint_sha256:
+            return None
+    except (ValueError, OSError, DataError):
+        return None
+    return result
+
+
+def copy_checkpoint(src: Path, dest: Path) -> None:
+    """A plain copy of a checkpoint directory (stages that change nothing pass their input on)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+
+
+def _last_checkpoint(ckpt_dir: Path) -> str | None:
+    steps = [(int(p.name.split("-")[1]), p) for p in ckpt_dir.glob("checkpoint-*")
+             if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").is_file()]
+    return str(max(steps)[1]) if steps else None
+
+
+def _read_log(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            by_step[rec["step"]] = rec  # a resumed run rewrites the steps after its checkpoint
+    return [by_step[k] for k in sorted(by_step)]
+
+
+def _import_train() -> tuple[Any, Any, Any, Any]:
+    try:
+        import peft
+        import torch
+        import transformers
+        import trl
+    except ImportError as exc:
+        raise ConfigError(f"training needs torch, transformers, trl and peft ({exc.name} is not installed)",
+                          hint="pip install 'shoparena[train]'") from exc
+    return torch, transformers, trl, peft
+
+
+# ── the trainer ──────────────────────────────────────────────────────────────────────────────────────────────
+
+
+def _make_callbacks(transformers: Any, log_path: Path) -> Any:
+    class _StepLog(transformers.TrainerCallback):
+        """One JSON line per logged step: loss, learning rate, tokens/s (input tokens since the last line)."""
+
+        def __init__(self) -> None:
+            self.t = time.perf_counter()
+            self.tokens = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            if not logs or "loss" not in logs:
+                return
+            now = time.perf_counter()
+            tokens = logs.get("num_tokens")
+            rate = None
+            if tokens is not None and self.tokens is not None and now > self.t:
+                rate = round((tokens - self.tokens) / (now - self.t), 1)
+            self.t, self.tokens = now, tokens
+            rec = {"step": state.global_step, "loss": logs["loss"], "learning_rate": logs.get("learning_rate"),
+                   "grad_norm": logs.get("grad_norm"), "num_tokens": tokens, "tokens_per_s": rate}
+            with open(log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+
+    return _StepLog()
+
+
+def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[dict[str, list[int]]],
+                config: SFTConfig, lr: float, run_dir: Path, *, resume: bool, progress: bool,
+                callbacks: Sequence[Any]) -> dict[str, Any]:
+    torch, transformers, trl, peft = _import_train()
+    import datasets
+    from datasets import Dataset
+
+    if not progress:
+        datasets.disable_progress_bars()
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = run_dir / "checkpoints"
+    log_path = run_dir / "log.jsonl"
+    last = _last_checkpoint(ckpt_dir) if resume else None
+    if last is None:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        log_path.unlink(missing_ok=True)
+    transformers.set_seed(config.seed)
+    cuda = torch.cuda.is_available()
+    dtype = torch.bfloat16 if (config.bf16 and cuda) else torch.float32
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
+    peft_config = None
+    if config.lora is not None:
+        targets = config.lora.target_modules
+        peft_config = peft.LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+                                      target_modules=targets if isinstance(targets, str) else list(targets),
+                                      task_type="CAUSAL_LM")
+    args = trl.SFTConfig(
+        output_dir=str(ckpt_dir), learning_rate=lr, num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1, per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.batch_size, gradient_accumulation_steps=config.grad_accum,
+        max_length=config.max_length, logging_steps=config.logging_steps, save_strategy="steps",
+        save_steps=config.save_steps, seed=config.seed, data_seed=config.seed,
+        full_determinism=config.full_determinism, use_cpu=not cuda, bf16=config.bf16 and cuda,
+        report_to="none", gradient_checkpointing=config.gradient_checkpointing, eval_strategy="no",
+        disable_tqdm=not progress, lr_scheduler_type=config.lr_scheduler, warmup_steps=config.warmup_ratio,
+        dataloader_num_workers=0,
+    )
+    trainer = trl.SFTTrainer(
+        model=model, args=args, train_dataset=Dataset.from_list(train),
+        eval_dataset=Dataset.from_list(evals) if evals else None, processing_class=tokenizer,
+        peft_config=peft_config, callbacks=[_make_callbacks(transformers, log_path), *callbacks],
+    )
+    if not progress:
+        trainer.remove_callback(transformers.PrinterCallback)  # keeps stdout clean for --json
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = trainer.train(resume_from_checkpoint=last)
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    eval_loss = trainer.evaluate()["eval_loss"] if evals else None
+    model = trainer.model
+    if config.lora is not None:
+        model = model.merge_and_unload()
+    dest = run_dir / "model"
+    shutil.rmtree(dest, ignore_errors=True)
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    if config.compact is not None:
+        (dest / FORMAT_FILE).write_text(json.dumps({"compact": config.compact.model_dump(mode="json")}) + "\n",
+                                        encoding="utf-8")
+    log = _read_log(log_path)
+    tokens = log[-1]["num_tokens"] if log else None
+    if last is not None and tokens is not None:  # throughput of this process: tokens since the checkpoint
+        at = int(Path(last).name.split("-")[1])
+        tokens -= next((r["num_tokens"] or 0 for r in log if r["step"] == at), 0)
+    return {"lr": lr, "eval_loss": eval_loss, "train_loss": out.training_loss, "steps": out.global_step,
+            "loss_first": log[0]["loss"] if log else None, "loss_last": log[-1]["loss"] if log else None,
+            "losses": [r["loss"] for r in log], "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "num_tokens": tokens, "resumed_from": last, "model": dest}
+
+
+def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, Any]],
+              eval_rows: Sequence[dict[str, Any]], config: SFTConfig, out_dir: str | os.PathLike[str], *,
+              resume: bool = False, progress: bool = False, callbacks: Sequence[Any] = (),
+              stage: str = "sft") -> StageResult:
+    """Fine-tune ``model_dir`` on ``train_rows`` (``{"messages", "tools"}``); write the merged checkpoint to
+    ``out_dir/model`` and ``out_dir/stage.json``. ``resume``: a finished stage is returned as is, an interrupted
+    one continues from its last checkpoint. ``callbacks``: extra ``transformers`` trainer callbacks."""
+    out = Path(out_dir)
+    if resume and (done := load_stage(out)) is not None:
+        return done
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise ConfigError(f"no model checkpoint at {model_dir} (config.json missing)")
+    _, transformers, _, _ = _import_train()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    fmt = config.format()
+    train = encode_rows(tokenizer, train_rows, fmt)
+    evals = encode_rows(tokenizer, list(eval_rows)[: config.max_eval_rows], fmt)
+    if not train.samples:
+        raise DataError(f"no trainable SFT rows ({dict(train.counts)})",
+                        hint="raise max_length, use truncation: keep_start, or compact observations")
+    out.mkdir(parents=True, exist_ok=True)
+    lrs = config.lr_sweep or (config.learning_rate,)
+    runs = []
+    for lr in lrs:
+        run_dir = out if len(lrs) == 1 else out / "sweep" / f"lr-{lr:g}"
+        runs.append(_train_once(model_dir, train.samples, evals.samples, config, lr, run_dir, resume=resume,
+                                progress=progress, callbacks=callbacks))
+    best = min(runs, key=lambda r: (r["eval_loss"] is None, r["eval_loss"] or 0.0)) if len(runs) > 1 else runs[0]
+    if best["model"] != out / "model":
+        copy_checkpoint(best["model"], out / "model")
+    seconds = sum(r["seconds"] for r in runs)
+    trained = train.counts["trained_tokens"]
+    steps_per_epoch = max(1, -(-len(train.samples) // (config.batch_size * config.grad_accum)))
+    epochs_seen = best["steps"] / steps_per_epoch
+    tokens_trained = round(trained * epochs_seen)
+    metrics = {k: best[k] for k in ("lr", "eval_loss", "train_loss", "loss_first", "loss_last", "losses")}
+    metrics["train_cpu_s"] = round(best["cpu_seconds"], 3)  # process CPU time of the train loop (all threads)
+    metrics["train_tokens_seen"] = best["num_tokens"]
+    metrics.update(train_counts=dict(train.counts), eval_counts=dict(evals.counts),
+                   sweep=[{"lr": r["lr"], "eval_loss": r["eval_loss"], "train_loss": r["train_loss"]} for r in runs])
+    rate = best["num_tokens"] / best["seconds"] if best["num_tokens"] and best["seconds"] else None
+    result = StageResult(
+        stage=stage, model_dir=out / "model", checkpoint_sha256=checkpoint_sha256(out / "model"), metrics=metrics,
+        steps=best["steps"], tokens_trained=tokens_trained, seconds=round(seconds, 3),
+        tokens_per_s=round(rate, 1) if rate else None, resumed_from=best["resumed_from"],
+    )
+    return write_stage(out, result)

@@ -1,0 +1,111 @@
+"""Recipes and ``shoparena train``: built-ins validate, a bad recipe is one clear line, a missing stage module
+fails before any work, the CLI writes a manifest, ``--resume`` skips finished stages with the same hashes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shoparena.errors import ConfigError
+from shoparena.train import recipe as recipe_mod
+from shoparena.train.recipe import BUILTIN_RECIPES, load_recipe, run_recipe
+from tests.train.conftest import TrainWorld
+
+
+@pytest.mark.parametrize("name", BUILTIN_RECIPES)
+def test_builtin_recipes_load(name: str) -> None:
+    recipe, text = load_recipe(name)
+    assert recipe.name == name and text.startswith("#")
+    assert recipe.stages == ("sft", "rs", "teacher", "kto", "grpo")
+    assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
+
+
+def test_paper_recipe_carries_the_papers_settings() -> None:
+    paper, _ = load_recipe("paper")
+    assert paper.sft.lr_sweep == (1e-5, 3e-5, 1e-4) and paper.sft.max_length == 14336 and paper.sft.bf16
+    assert (paper.rs.k, paper.rs.temperature, paper.rs.mix_ratio) == (8, 0.9, 0.5)
+    assert paper.teacher.upsample_factor == 3 and paper.kto["learning_rate"] == 5e-6
+    assert paper.verified is None  # not yet run on a GPU
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("name: x\nsft: {learning_rate: -1}\n", r"recipe .*: sft\.learning_rate: Input should be greater than 0"),
+    ("name: x\nstages: [sft, dpo]\n", r"recipe .*: stages: .*unknown stage\(s\) dpo"),
+    ("name: x\nsft: {lerning_rate: 1}\n", r"recipe .*: sft\.lerning_rate: Extra inputs are not permitted"),
+    ("name: x\nsft: [1, 2\n", r"recipe .*: not valid YAML at line \d+"),
+    ("- just a list\n", r"expected a mapping"),
+])
+def test_bad_recipe_is_one_clear_line(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match) as info:
+        load_recipe(path)
+    assert "\n" not in info.value.message
+
+
+def test_missing_stage_module_fails_before_any_work(train_world: TrainWorld, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(recipe_mod.STAGES, "kto", "shoparena.train._not_built_kto")
+    recipe, _ = load_recipe("tiny")
+    with pytest.raises(ConfigError, match=r"stage 'kto' is not available in this build"):
+        run_recipe(recipe, train_world.corpus, tmp_path / "out", stages=["sft", "kto"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_harness_stages_need_a_catalog(train_world: TrainWorld, tmp_path: Path) -> None:
+    recipe, _ = load_recipe("tiny")
+    with pytest.raises(ConfigError, match="need the catalog"):
+        run_recipe(recipe, train_world.corpus, tmp_path / "out", stages=["sft", "rs"])
+
+
+def test_cli_tiny_sft_writes_a_manifest_and_resume_skips(train_world: TrainWorld, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from shoparena.cli import main
+
+    out = tmp_path / "run"
+    main(["train", "tiny", "--corpus", str(train_world.corpus), "--out", str(out), "--stages", "sft", "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert printed == manifest and manifest["complete"] and manifest["stages_requested"] == ["sft"]
+    corpus_manifest = json.loads((train_world.corpus / "manifest.json").read_text())
+    assert manifest["corpus_manifest_sha256"] == corpus_manifest["manifest_hash"]
+    assert manifest["recipe_text"] == load_recipe("tiny")[1] and manifest["seeds"]["sft"] == 0
+    assert manifest["versions"]["trl"] == "1.16.0"
+    (sft,) = manifest["stages"]
+    assert manifest["checkpoints"] == {"sft": sft["checkpoint_sha256"]} and sft["steps"] == 6
+    assert manifest["final_model"] == str(out / "sft" / "model")
+
+    main(["train", "tiny", "--corpus", str(train_world.corpus), "--out", str(out), "--stages", "sft", "--resume",
+          "--json"])
+    again = json.loads(capsys.readouterr().out)
+    assert again["skipped"] == ["sft"] and again["checkpoints"] == manifest["checkpoints"]
+
+
+def test_cli_bad_recipe_exits_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shoparena.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["train", "no-such-recipe", "--corpus", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert info.value.code != 0
+    err = capsys.readouterr().err
+    assert "no recipe 'no-such-recipe'" in err and "Traceback" not in err
+
+
+def test_resume_reruns_from_the_first_unfinished_stage(train_world: TrainWorld, tmp_path: Path) -> None:
+    recipe, text = load_recipe("tiny")
+    recipe = recipe.model_copy(update={  # fewer steps: the chain is what is tested here
+        "sft": recipe.sft.model_copy(update={"max_steps": 2, "save_steps": 1}),
+        "rs": recipe.rs.model_copy(update={"max_steps": 1, "max_problems": 1})})
+    out = tmp_path / "run"
+    first = run_recipe(recipe, train_world.corpus, out, stages=["sft", "rs"], catalog_dir=train_world.catalog,
+                       recipe_text=text)
+    assert [s.stage for s in first.stages] == ["sft", "rs"] and first.complete and first.skipped == []
+    rs = first.stages[1].metrics
+    assert rs["kept"] > 0 and rs["mix"]["rs_rows"] == rs["kept"]  # the expert sampler succeeds on some problems
+    (out / "sft" / "stage.json").unlink()  # sft reruns (from its last checkpoint), so rs must rerun too
+    second = run_recipe(recipe, train_world.corpus, out, stages=["sft", "rs"], catalog_dir=train_world.catalog,
+                       resume=True, recipe_text=text)
+    assert second.skipped == [] and second.checkpoints == first.checkpoints
+    assert second.stages[0].resumed_from is not None and second.stages[1].resumed_from is None

@@ -1,0 +1,88 @@
+"""Stage 1 on the tiny Qwen3: finite, falling loss; same seed → same checkpoint bytes; a run killed after a
+checkpoint and resumed ends exactly where an uninterrupted run ends; the LR sweep keeps the lowest eval loss."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shoparena.llm.compact import CompactConfig
+from shoparena.train.sft import SFTConfig, checkpoint_sha256, load_stage, train_sft
+from shoparena.train.types import LoraConfig
+from tests.train.conftest import TrainWorld
+
+COMPACT = CompactConfig(max_items=2, max_chars=300)
+
+
+def _config(**kw: Any) -> SFTConfig:
+    base = {"max_steps": 4, "batch_size": 2, "max_length": 1536, "truncation": "keep_start", "compact": COMPACT,
+            "save_steps": 2, "learning_rate": 2e-3, "lora": LoraConfig(r=4, alpha=8)}
+    return SFTConfig(**{**base, **kw})
+
+
+def test_sft_loss_falls_and_the_checkpoint_is_plain(train_world: TrainWorld, tiny_model: Path, tmp_path: Path
+                                                     ) -> None:
+    rows = train_world.sft_rows[:2]  # a fixed tiny set, seen again and again
+    res = train_sft(tiny_model, rows, [], _config(max_steps=8, lora=None, learning_rate=1e-2), tmp_path / "s")
+    losses = res.metrics["losses"]
+    assert len(losses) == 8 and all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0] - 0.5, losses
+    model_dir = tmp_path / "s" / "model"
+    assert res.model_dir == model_dir and (model_dir / "model.safetensors").is_file()
+    assert not list(model_dir.glob("adapter_*"))  # merged: a plain checkpoint, loadable by hf:
+    assert json.loads((model_dir / "shoparena_format.json").read_text())["compact"]["max_items"] == 2
+    assert res.tokens_trained > 0 and res.steps == 8 and res.checkpoint_sha256 == checkpoint_sha256(model_dir)
+    log = [json.loads(line) for line in (tmp_path / "s" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 9)) and log[-1]["tokens_per_s"] > 0
+    assert load_stage(tmp_path / "s") == res
+
+
+class _Kill:
+    """A trainer callback that interrupts the run after optimiser step ``at`` (its checkpoint already saved)."""
+
+    def __init__(self, at: int) -> None:
+        from transformers import TrainerCallback
+
+        class Cb(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if state.global_step == at + 1:
+                    raise KeyboardInterrupt
+
+        self.callback = Cb()
+
+
+def test_same_seed_same_bytes_and_resume_after_kill(train_world: TrainWorld, tiny_model: Path, tmp_path: Path
+                                                    ) -> None:
+    rows, evals = train_world.sft_rows, train_world.eval_rows[:2]
+    cfg = _config()
+    a = train_sft(tiny_model, rows, evals, cfg, tmp_path / "a")
+    b = train_sft(tiny_model, rows, evals, cfg, tmp_path / "b")
+    assert a.checkpoint_sha256 == b.checkpoint_sha256 and a.metrics["losses"] == b.metrics["losses"]
+    other = train_sft(tiny_model, rows, evals, cfg.model_copy(update={"seed": 1}), tmp_path / "o")
+    assert other.checkpoint_sha256 != a.checkpoint_sha256
+
+    with pytest.raises(KeyboardInterrupt):  # killed during step 3, after checkpoint-2 was written
+        train_sft(tiny_model, rows, evals, cfg, tmp_path / "k", callbacks=[_Kill(2).callback])
+    assert (tmp_path / "k" / "checkpoints" / "checkpoint-2").is_dir()
+    assert not (tmp_path / "k" / "stage.json").exists()
+    resumed = train_sft(tiny_model, rows, evals, cfg, tmp_path / "k", resume=True)
+    assert resumed.resumed_from and resumed.resumed_from.endswith("checkpoint-2")
+    assert resumed.checkpoint_sha256 == a.checkpoint_sha256
+    assert resumed.metrics["losses"] == a.metrics["losses"] and resumed.metrics["eval_loss"] == a.metrics["eval_loss"]
+    again = train_sft(tiny_model, rows, evals, cfg, tmp_path / "k", resume=True)  # finished: returned as is
+    assert again == resumed
+
+
+def test_lr_sweep_keeps_the_lowest_eval_loss(train_world: TrainWorld, tiny_model: Path, tmp_path: Path) -> None:
+    cfg = _config(max_steps=2, lr_sweep=(1e-5, 5e-3))
+    res = train_sft(tiny_model, train_world.sft_rows, train_world.eval_rows[:2], cfg, tmp_path / "s")
+    sweep = res.metrics["sweep"]
+    assert [r["lr"] for r in sweep] == [1e-5, 5e-3]
+    best = min(sweep, key=lambda r: r["eval_loss"])
+    assert res.metrics["lr"] == best["lr"] and res.metrics["eval_loss"] == best["eval_loss"]
+    chosen = tmp_path / "s" / "sweep" / f"lr-{best['lr']:g}" / "model"
+    assert res.checkpoint_sha256 == checkpoint_sha256(chosen)
