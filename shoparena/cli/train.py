@@ -27,7 +27,9 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run manifest as JSON.")] = False,
 ) -> None:
     """Train: SFT → rejection-sampled re-SFT → teacher SFT → KTO → Dr. GRPO, each stage resumable."""
+    import contextlib
     import os
+    import sys
 
     from shoparena.train.recipe import load_recipe, run_recipe
 
@@ -42,8 +44,9 @@ def train(
         src = (read_manifest(corpus, verify=False).get("sources") or {}) if corpus.is_dir() else {}
         found = src.get("catalog") if isinstance(src, dict) else None
         catalog = Path(found) if found else None
-    manifest = run_recipe(spec, corpus, out, stages=chosen, resume=resume, catalog_dir=catalog, recipe_text=text,
-                          progress=not as_json and err_console.is_terminal)
+    with contextlib.redirect_stdout(sys.stderr):  # trainers print their log dicts; stdout is for the result
+        manifest = run_recipe(spec, corpus, out, stages=chosen, resume=resume, catalog_dir=catalog,
+                              recipe_text=text, progress=not as_json and err_console.is_terminal)
     if as_json:
         print_json(manifest.model_dump(mode="json"))
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,8 @@ def test_builtin_recipes_load(name: str) -> None:
     assert recipe.name == name and text.startswith("#")
     assert recipe.stages == ("sft", "rs", "teacher", "kto", "grpo")
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
+
+pytest_plugins = ("tests.train.rl_fixtures",)  # the shared corpus / tiny-model fixtures
 
 
 def test_paper_recipe_carries_the_papers_settings() -> None:
@@ -109,3 +112,19 @@ def test_resume_reruns_from_the_first_unfinished_stage(train_world: TrainWorld, 
                        resume=True, recipe_text=text)
     assert second.skipped == [] and second.checkpoints == first.checkpoints
     assert second.stages[0].resumed_from is not None and second.stages[1].resumed_from is None
+
+
+def test_cli_tiny_runs_all_five_stages_with_clean_json(rl_world: Any, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 10: the tiny recipe chains sft → rs → teacher → kto → grpo; trainers' log lines never reach stdout,
+    so --json prints the manifest alone."""
+    from shoparena.cli import main
+
+    out = tmp_path / "all"
+    main(["train", "tiny", "--corpus", str(rl_world.corpus), "--catalog", str(rl_world.catalog),
+          "--out", str(out), "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["complete"] and [s["stage"] for s in printed["stages"]] == ["sft", "rs", "teacher", "kto", "grpo"]
+    assert all(s["metrics"].get("loss_last") is not None and s["steps"] >= 1 for s in printed["stages"])
+    assert printed["final_model"] == str(out / "grpo" / "model") and (out / "grpo" / "model").is_dir()
+    assert set(printed["checkpoints"]) == {"sft", "rs", "teacher", "kto", "grpo"}
