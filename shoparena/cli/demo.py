@@ -158,6 +158,48 @@ def _corpus(out: Path) -> None:
                   f"{arena / 'catalog'} --banks {arena / 'banks'} --out {out / 'corpus'}[/]")
 
 
+def _train(out: Path, seed: int) -> None:
+    import contextlib
+    import json
+    import sys
+
+    from shoparena.tasks import load_problems
+    from shoparena.train.recipe import load_recipe, run_recipe
+    from shoparena.validator import RunConfig, run_agents
+
+    arena, corpus = out / "arena", out / "corpus"
+    console.print("[bold cyan]9. train[/] the tiny recipe on the corpus: SFT → rejection-sampled re-SFT → teacher "
+                  "SFT → KTO → Dr. GRPO (a from-scratch tiny Qwen3: plumbing, not quality; the real base is "
+                  "SmolLM2-135M, recipe cpu-mini)")
+    recipe, text = load_recipe("tiny")
+    with contextlib.redirect_stdout(sys.stderr):  # trainers print their log dicts
+        manifest = run_recipe(recipe, corpus, out / "train", catalog_dir=arena / "catalog", recipe_text=text)
+    table = Table(title=f"9. train tiny → {out / 'train'}", title_justify="left")
+    for col in ("stage", "steps", "loss first → last", "seconds", "checkpoint"):
+        table.add_column(col, justify="left" if col in ("stage", "checkpoint") else "right")
+    for r in manifest.stages:
+        first, last = r.metrics.get("loss_first"), r.metrics.get("loss_last")
+        table.add_row(r.stage, str(r.steps), "–" if first is None or last is None else f"{first:.3f} → {last:.3f}",
+                      f"{r.seconds:.1f}", r.checkpoint_sha256[:12])
+    console.print(table)
+    split = json.loads((corpus / "split.json").read_text())
+    held_out = set(split["partitions"]["eval"]["clusters"])
+    bank = sorted((arena / "banks").glob("problems-*.jsonl"))
+    problems = [p for f in bank for p in load_problems(f) if split["clusters"].get(p.problem_id) in held_out][:4]
+    if not problems:
+        console.print("[yellow]no held-out problem to evaluate the trained model on[/]")
+        return
+    model = f"hf:{manifest.final_model}"
+    summary = run_agents(arena / "catalog", problems, RunConfig(agent="react", model=model, seed=seed,
+                                                               timeout_s=120.0), out / "runs" / "react-trained-tiny")
+    console.print(f"   trained tiny model on {summary.n_problems} held-out problems (react, strict): ASR "
+                  f"{summary.asr:.2f}, statuses {summary.statuses}, {summary.calls.get('inference', 0)} LLM calls, "
+                  f"{summary.seconds:.1f} s")
+    console.print(f"[dim]retrain: shoparena train tiny --corpus {corpus} --catalog {arena / 'catalog'} --out "
+                  f"{out / 'train'}; evaluate: shoparena run --agent react --model {model} --catalog "
+                  f"{arena / 'catalog'} --problems FILE[/]")
+
+
 def demo(
     out: Annotated[Path, typer.Option("--out", help="Directory for every artefact of the run.")] = Path("demo-out"),
     size: Annotated[int, typer.Option("--size", min=200, help="Synthetic catalog size.")] = 5000,
@@ -258,4 +300,7 @@ def demo(
 
     # 8. the corpus of the simulated days: normalise → filter → rewrite axis B → split by leak cluster → export
     _corpus(out)
+
+    # 9. a tiny training pass over that corpus (all five stages), and the trained model evaluated on held-out problems
+    _train(out, seed)
     console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")
