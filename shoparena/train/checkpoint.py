@@ -14,8 +14,16 @@ from typing import Any
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.train.types import StageConfig, StageResult
 
-__all__ = ["import_torch_stack", "last_checkpoint", "load_model", "loss_metrics", "peft_config", "save_stage",
-           "trainer_args", "weights_sha256"]
+__all__ = [
+    "checkpoint_sha256",
+    "import_torch_stack",
+    "last_checkpoint",
+    "load_model",
+    "loss_metrics",
+    "peft_config",
+    "save_stage",
+    "trainer_args",
+]
 
 
 def import_torch_stack() -> tuple[Any, Any]:
@@ -84,15 +92,19 @@ def last_checkpoint(out_dir: Path) -> str | None:
     return str(found[-1]) if found else None
 
 
-def weights_sha256(model_dir: Path) -> str:
-    """SHA-256 over the checkpoint's weight files (``*.safetensors``, ``*.bin``), names and bytes, sorted."""
-    h = hashlib.sha256()
-    files = sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin"))
+def checkpoint_sha256(model_dir: str | os.PathLike[str]) -> str:
+    """sha256 over a checkpoint's weight files (names and bytes, sorted by name): the hash every stage records
+    and ``--resume`` re-checks."""
+    root = Path(model_dir)
+    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
     if not files:
-        raise DataError(f"no weight files in {model_dir}")
+        raise DataError(f"{root} holds no weight files (*.safetensors)")
+    h = hashlib.sha256()
     for p in files:
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 
@@ -117,7 +129,7 @@ def save_stage(stage: str, trainer: Any, tokenizer: Any, out_dir: Path, *, metri
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     seconds = time.perf_counter() - started
-    result = StageResult(stage=stage, model_dir=model_dir, checkpoint_sha256=weights_sha256(model_dir),
+    result = StageResult(stage=stage, model_dir=model_dir, checkpoint_sha256=checkpoint_sha256(model_dir),
                          metrics=metrics, steps=int(trainer.state.global_step), tokens_trained=tokens,
                          seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 and tokens else None,
                          resumed_from=resumed_from)

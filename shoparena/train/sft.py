@@ -8,7 +8,6 @@ Also owns the helpers every stage shares: the checkpoint hash, ``stage.json`` re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from pydantic import Field
 
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import FORMAT_FILE, CompactConfig
+from shoparena.train.checkpoint import checkpoint_sha256
 from shoparena.train.format import FormatConfig, encode_rows
 from shoparena.train.types import StageConfig, StageResult
 
@@ -53,21 +53,6 @@ class SFTConfig(StageConfig):
 
 
 # ── shared stage helpers ─────────────────────────────────────────────────────────────────────────────────────
-
-
-def checkpoint_sha256(model_dir: str | os.PathLike[str]) -> str:
-    """sha256 over a checkpoint's weight files (names and bytes, sorted by name)."""
-    root = Path(model_dir)
-    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
-    if not files:
-        raise DataError(f"{root} holds no weight files (*.safetensors)")
-    h = hashlib.sha256()
-    for p in files:
-        h.update(p.name.encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 def write_stage(out_dir: Path, result: StageResult) -> StageResult:

@@ -142,9 +142,9 @@ def test_train_grpo_steps_and_resume(overfit_model: Path, rl_world: RLWorld, tmp
 
 
 def _sha(path: Path) -> str:
-    from shoparena.train.checkpoint import weights_sha256
+    from shoparena.train.checkpoint import checkpoint_sha256
 
-    return weights_sha256(path)
+    return checkpoint_sha256(path)
 
 
 def _spans(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:

@@ -139,6 +139,6 @@ def test_train_kto_finite_loss_merged_model_and_resume(tiny_model: Path, rl_worl
 
 
 def _sha(path: Path) -> str:
-    from shoparena.train.checkpoint import weights_sha256
+    from shoparena.train.checkpoint import checkpoint_sha256
 
-    return weights_sha256(path)
+    return checkpoint_sha256(path)
