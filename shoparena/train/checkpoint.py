@@ -5,7 +5,6 @@ into ``out_dir/model``, hashing the weights, and writing ``out_dir/stage.json``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +12,8 @@ from typing import Any
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.train.types import StageConfig, StageResult
+
+STAGE_FILE = "stage.json"
 
 __all__ = [
     "checkpoint_sha256",
@@ -85,9 +86,11 @@ def trainer_args(config: StageConfig, out_dir: Path) -> dict[str, Any]:
 
 
 def last_checkpoint(out_dir: Path) -> str | None:
-    """The newest ``checkpoints/checkpoint-N`` under ``out_dir`` (None when there is none)."""
+    """The newest complete ``checkpoints/checkpoint-N`` under ``out_dir`` (one with its ``trainer_state.json``;
+    None when there is none)."""
     root = Path(out_dir) / "checkpoints"
-    found = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+    found = sorted((p for p in root.glob("checkpoint-*")
+                    if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").is_file()),
                    key=lambda p: int(p.name.split("-")[-1])) if root.is_dir() else []
     return str(found[-1]) if found else None
 
@@ -106,6 +109,29 @@ def checkpoint_sha256(model_dir: str | os.PathLike[str]) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def write_stage(out_dir: Path, result: StageResult) -> StageResult:
+    """Atomically write ``out_dir/stage.json``."""
+    tmp = out_dir / (STAGE_FILE + ".tmp")
+    tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out_dir / STAGE_FILE)
+    return result
+
+
+def load_stage(out_dir: str | os.PathLike[str]) -> StageResult | None:
+    """A finished stage's result, or ``None`` when ``stage.json`` is missing, unreadable, or its checkpoint's hash
+    no longer matches (so ``--resume`` reruns it)."""
+    path = Path(out_dir) / STAGE_FILE
+    if not path.is_file():
+        return None
+    try:
+        result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
+        if checkpoint_sha256(result.model_dir) != result.checkpoint_sha256:
+            return None
+    except (ValueError, OSError, DataError):
+        return None
+    return result
 
 
 def loss_metrics(log_history: list[dict[str, Any]], key: str = "loss") -> dict[str, Any]:
@@ -133,6 +159,4 @@ def save_stage(stage: str, trainer: Any, tokenizer: Any, out_dir: Path, *, metri
                          metrics=metrics, steps=int(trainer.state.global_step), tokens_trained=tokens,
                          seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 and tokens else None,
                          resumed_from=resumed_from)
-    (Path(out_dir) / "stage.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n",
-                                              encoding="utf-8")
-    return result
+    return write_stage(Path(out_dir), result)

@@ -23,8 +23,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shoparena.errors import ConfigError, NotFoundError
+from shoparena.train.checkpoint import checkpoint_sha256, load_stage
 from shoparena.train.rs import RSConfig
-from shoparena.train.sft import SFTConfig, checkpoint_sha256, load_stage
+from shoparena.train.sft import SFTConfig
 from shoparena.train.teacher import TeacherConfig
 from shoparena.train.types import StageResult
 

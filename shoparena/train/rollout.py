@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.errors import ConfigError, DataError
+from shoparena.train.format import parse_tools
 from shoparena.train.reward import blended_reward, mean_step_match
 
 __all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode",
@@ -50,13 +51,9 @@ def prompt_key(prompt: Sequence[dict[str, Any]]) -> str:
                       ensure_ascii=False)
 
 
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    return json.loads(tools) if isinstance(tools, str) else tools
-
-
 def render_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: Any) -> list[int]:
     """The prompt's token ids: chat template with tools and the generation prompt, no extra special tokens."""
-    text = tokenizer.apply_chat_template(list(messages), tools=_tools(tools), tokenize=False,
+    text = tokenizer.apply_chat_template(list(messages), tools=parse_tools(tools), tokenize=False,
                                          add_generation_prompt=True)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 

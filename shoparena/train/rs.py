@@ -15,15 +15,9 @@ from typing import Any
 from pydantic import Field
 
 from shoparena.tasks.types import Problem
+from shoparena.train.checkpoint import checkpoint_sha256, load_stage, write_stage
 from shoparena.train.harness import collect_successes
-from shoparena.train.sft import (
-    SFTConfig,
-    checkpoint_sha256,
-    copy_checkpoint,
-    load_stage,
-    train_sft,
-    write_stage,
-)
+from shoparena.train.sft import SFTConfig, copy_checkpoint, train_sft
 from shoparena.train.types import StageResult
 
 __all__ = ["RSConfig", "mix_rows", "train_rs"]

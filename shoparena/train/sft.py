@@ -3,7 +3,8 @@
 targets (PEFT) or full fine-tuning, checkpoints every ``save_steps`` and ``resume`` from the last one, a learning
 rate chosen by held-out loss (``lr_sweep``), the adapter merged into a plain checkpoint at ``out_dir/model``.
 
-Also owns the helpers every stage shares: the checkpoint hash, ``stage.json`` reading / writing, the per-step log.
+The helpers every stage shares (checkpoint hash, ``stage.json``, LoRA config, last checkpoint) live in
+:mod:`shoparena.train.checkpoint`; this module owns the per-step log.
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ from pydantic import Field
 
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import FORMAT_FILE, CompactConfig
-from shoparena.train.checkpoint import checkpoint_sha256
+from shoparena.train.checkpoint import (
+    checkpoint_sha256,
+    import_torch_stack,
+    last_checkpoint,
+    load_stage,
+    peft_config,
+    write_stage,
+)
 from shoparena.train.format import FormatConfig, encode_rows
 from shoparena.train.types import StageConfig, StageResult
 
 __all__ = [
-    "SFTConfig", "checkpoint_sha256", "load_stage", "train_sft", "write_stage",
+    "SFTConfig", "copy_checkpoint", "train_sft",
 ]
-
-STAGE_FILE = "stage.json"
-
 
 class SFTConfig(StageConfig):
     """Stage-1 settings (training.md §3: LR sweep {1e-5, 3e-5, 1e-4} by held-out ``eval_loss``, one epoch)."""
@@ -55,40 +60,11 @@ class SFTConfig(StageConfig):
 # ── shared stage helpers ─────────────────────────────────────────────────────────────────────────────────────
 
 
-def write_stage(out_dir: Path, result: StageResult) -> StageResult:
-    """Atomically write ``out_dir/stage.json``."""
-    tmp = out_dir / (STAGE_FILE + ".tmp")
-    tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, out_dir / STAGE_FILE)
-    return result
-
-
-def load_stage(out_dir: str | os.PathLike[str]) -> StageResult | None:
-    """A finished stage's result, or ``None`` when ``stage.json`` is missing, unreadable, or its checkpoint's hash
-    no longer matches (so ``--resume`` reruns it)."""
-    path = Path(out_dir) / STAGE_FILE
-    if not path.is_file():
-        return None
-    try:
-        result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
-        if checkpoint_sha256(result.model_dir) != result.checkpoint_sha256:
-            return None
-    except (ValueError, OSError, DataError):
-        return None
-    return result
-
-
 def copy_checkpoint(src: Path, dest: Path) -> None:
     """A plain copy of a checkpoint directory (stages that change nothing pass their input on)."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(src, dest)
-
-
-def _last_checkpoint(ckpt_dir: Path) -> str | None:
-    steps = [(int(p.name.split("-")[1]), p) for p in ckpt_dir.glob("checkpoint-*")
-             if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").is_file()]
-    return str(max(steps)[1]) if steps else None
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
@@ -100,18 +76,6 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
             rec = json.loads(line)
             by_step[rec["step"]] = rec  # a resumed run rewrites the steps after its checkpoint
     return [by_step[k] for k in sorted(by_step)]
-
-
-def _import_train() -> tuple[Any, Any, Any, Any]:
-    try:
-        import peft
-        import torch
-        import transformers
-        import trl
-    except ImportError as exc:
-        raise ConfigError(f"training needs torch, transformers, trl and peft ({exc.name} is not installed)",
-                          hint="pip install 'shoparena[train]'") from exc
-    return torch, transformers, trl, peft
 
 
 # ── the trainer ──────────────────────────────────────────────────────────────────────────────────────────────
@@ -145,8 +109,9 @@ def _make_callbacks(transformers: Any, log_path: Path) -> Any:
 def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[dict[str, list[int]]],
                 config: SFTConfig, lr: float, run_dir: Path, *, resume: bool, progress: bool,
                 callbacks: Sequence[Any]) -> dict[str, Any]:
-    torch, transformers, trl, peft = _import_train()
+    torch, transformers = import_torch_stack()
     import datasets
+    import trl
     from datasets import Dataset
 
     if not progress:
@@ -155,7 +120,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
     log_path = run_dir / "log.jsonl"
-    last = _last_checkpoint(ckpt_dir) if resume else None
+    last = last_checkpoint(run_dir) if resume else None
     if last is None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         log_path.unlink(missing_ok=True)
@@ -164,12 +129,6 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     dtype = torch.bfloat16 if (config.bf16 and cuda) else torch.float32
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
-    peft_config = None
-    if config.lora is not None:
-        targets = config.lora.target_modules
-        peft_config = peft.LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-                                      target_modules=targets if isinstance(targets, str) else list(targets),
-                                      task_type="CAUSAL_LM")
     args = trl.SFTConfig(
         output_dir=str(ckpt_dir), learning_rate=lr, num_train_epochs=config.epochs,
         max_steps=config.max_steps or -1, per_device_train_batch_size=config.batch_size,
@@ -184,7 +143,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     trainer = trl.SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(train),
         eval_dataset=Dataset.from_list(evals) if evals else None, processing_class=tokenizer,
-        peft_config=peft_config, callbacks=[_make_callbacks(transformers, log_path), *callbacks],
+        peft_config=peft_config(config), callbacks=[_make_callbacks(transformers, log_path), *callbacks],
     )
     if not progress:
         trainer.remove_callback(transformers.PrinterCallback)  # keeps stdout clean for --json
@@ -226,7 +185,7 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise ConfigError(f"no model checkpoint at {model_dir} (config.json missing)")
-    _, transformers, _, _ = _import_train()
+    _, transformers = import_torch_stack()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     fmt = config.format()
     train = encode_rows(tokenizer, train_rows, fmt)

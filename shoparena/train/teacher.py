@@ -14,8 +14,9 @@ from pydantic import Field
 
 from shoparena.errors import DataError
 from shoparena.tasks.types import Problem
+from shoparena.train.checkpoint import load_stage, write_stage
 from shoparena.train.harness import collect_successes, upsample
-from shoparena.train.sft import SFTConfig, load_stage, train_sft, write_stage
+from shoparena.train.sft import SFTConfig, train_sft
 from shoparena.train.types import StageResult
 
 __all__ = ["TeacherConfig", "train_teacher"]

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from shoparena.llm.compact import CompactConfig
-from shoparena.train.sft import SFTConfig, checkpoint_sha256, load_stage, train_sft
+from shoparena.train.checkpoint import checkpoint_sha256, load_stage
+from shoparena.train.sft import SFTConfig, train_sft
 from shoparena.train.types import LoraConfig
 from tests.train.conftest import TrainWorld
 
