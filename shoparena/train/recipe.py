@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import os
 import platform
 import time
@@ -267,8 +266,3 @@ def _stage_config(mod: Any, cls_name: str, data: dict[str, Any], stage: str) -> 
     except (ValidationError, TypeError) as exc:
         msg = _one_line(stage, exc) if isinstance(exc, ValidationError) else f"recipe {stage}: {exc}"
         raise ConfigError(msg) from None
-
-
-def read_train_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """A run's manifest as JSON."""
-    return json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))
