@@ -204,6 +204,10 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     if needs_catalog and catalog_dir is None:
         raise ConfigError(f"stages {', '.join(needs_catalog)} run the harness and need the catalog",
                           hint="pass --catalog DIR (the catalog the corpus was built from)")
+    if needs_catalog:
+        from shoparena.catalog import index_path
+
+        index_path(catalog_dir)  # a catalog without its search index fails here, before any work
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = recipe_text if recipe_text is not None else recipe.model_dump_json()

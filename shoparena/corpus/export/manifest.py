@@ -76,7 +76,7 @@ def read_manifest(out_dir: str | os.PathLike[str], *, verify: bool = True) -> di
     are re-checked (changed, missing or unlisted files raise :class:`DataError` naming each one)."""
     root = Path(out_dir)
     path = root / MANIFEST_NAME
-    body = read_json(path, what=MANIFEST_NAME, hint="write it with write_manifest()")
+    body = read_json(path, what=MANIFEST_NAME, hint="is this a corpus directory? build one with `shoparena corpus build`")
     if not isinstance(body, dict) or not isinstance(body.get("files", {}), dict):
         raise DataError(f"{path}: not an export manifest (expected an object with a files map)",
                         hint="re-run the export instead of editing its files")
