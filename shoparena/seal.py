@@ -21,7 +21,7 @@ from shoparena._io import atomic_write
 from shoparena.errors import DataError, NotFoundError
 
 __all__ = ["canonical_hash", "file_errors", "file_hashes", "read_json", "seal", "seal_errors", "sha256_bytes",
-           "sha256_file", "to_bytes", "write_json"]
+           "sha256_file", "to_bytes", "weights_sha256", "write_json"]
 
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
@@ -36,6 +36,22 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
+    return h.hexdigest()
+
+
+def weights_sha256(model_dir: str | os.PathLike[str]) -> str | None:
+    """sha256 over a checkpoint's weight files (``*.safetensors`` / ``*.bin``: names and bytes, sorted by name);
+    ``None`` when the directory holds none."""
+    root = Path(model_dir)
+    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 

@@ -24,11 +24,11 @@ __all__ = ["check_model", "check_models"]
 def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
     """Raise a :class:`~shoparena.errors.ShopArenaError` if ``uri`` names no model that can answer."""
     scheme, sep, rest = uri.partition(":")
-    if sep and scheme == "hf":
-        path = Path(rest).expanduser()
+    if sep and scheme in ("hf", "llamacpp"):
+        path = Path(rest.partition("?")[0] if scheme == "llamacpp" else rest).expanduser()
         if not (path / "config.json").is_file():
             raise NotFoundError(f"model {uri!r}: no transformers model at {path} (config.json missing)",
-                                hint="hf: takes a local model directory")
+                                hint=f"{scheme}: takes a local model directory")
         return
     if sep and scheme == "openai":
         from shoparena.llm.openai_backend import parse_openai_uri

@@ -25,7 +25,9 @@ from shoparena.errors import ConfigError, NotFoundError
 from shoparena.llm.compact import compact_messages, read_compact
 from shoparena.llm.types import ChatBackend, Sampling
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "HFBackend", "completion_to_message", "template_messages"]
+__all__ = [
+    "DEFAULT_MAX_NEW_TOKENS", "HFBackend", "clip_completion", "completion_to_message", "render_prompt", "template_messages",
+]
 
 DEFAULT_MAX_NEW_TOKENS = 1024
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>")
@@ -97,6 +99,16 @@ template_messages = _template_messages
 """Public name: the training renderer (:mod:`shoparena.train.format`) prepares messages exactly as serving does."""
 
 
+def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                  enable_thinking: bool | None = None, compact: Any = None) -> str:
+    """The prompt text a chat template makes of a conversation (with the generation prompt), after the
+    checkpoint's observation compaction: the one rendering of every serving backend (``hf:``, ``llamacpp:``)."""
+    extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+    messages = compact_messages(messages, compact)
+    return tokenizer.apply_chat_template(_template_messages(messages), tools=tools or None, tokenize=False,
+                                         add_generation_prompt=True, **extra)
+
+
 class HFBackend:
     """A local transformers model as a chat backend. ``name`` is the model directory's name."""
 
@@ -141,10 +153,7 @@ class HFBackend:
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                enable_thinking: bool | None = None) -> str:
         """The prompt text the chat template makes of a conversation (with the generation prompt)."""
-        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
-        messages = compact_messages(messages, self.compact)
-        return self.tokenizer.apply_chat_template(_template_messages(messages), tools=tools or None, tokenize=False,
-                                                  add_generation_prompt=True, **extra)
+        return render_prompt(self.tokenizer, messages, tools, enable_thinking, self.compact)
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  sampling: Sampling | None = None) -> tuple[str, int, int]:
@@ -195,7 +204,7 @@ class HFBackend:
         for row, n_prompt in zip(out[:, width:].tolist(), n_prompts, strict=True):
             new = self._completion_ids(row)
             text = self.tokenizer.decode(new, skip_special_tokens=False)
-            results.append((_clip(text, sampling.stop), n_prompt, len(new)))
+            results.append((clip_completion(text, sampling.stop), n_prompt, len(new)))
         return results
 
     def _completion_ids(self, row: list[int]) -> list[int]:
@@ -217,7 +226,7 @@ class HFBackend:
         return f"HFBackend({str(self.path)!r}, device={self.device!r})"
 
 
-def _clip(text: str, stop: list[str] | None) -> str:
+def clip_completion(text: str, stop: list[str] | None) -> str:
     """Cut at the first end marker or stop string (neither is part of the answer)."""
     cut = len(text)
     for marker in (*_END_MARKERS, *(stop or ())):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.errors import ConfigError
+from shoparena.llm.gguf_export import write_llama_gguf
 
 __all__ = ["CHATML_TEMPLATE", "build_tiny_llama_gguf"]
 
@@ -50,11 +51,6 @@ def _tokens_and_merges(vocab_size: int) -> tuple[list[str], list[str]]:
     return [t for t, _ in vocab], merges
 
 
-def _permute(w: Any, n_head: int) -> Any:
-    """llama.cpp's ``LlamaModel.permute``: HF rotary halves → interleaved pairs (transformers undoes it)."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
 def build_tiny_llama_gguf(path: str | Path, *, seed: int = 0, quant: str = "Q4_1", vocab_size: int = 384,
                           hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2,
                           intermediate: int = 128, context: int = 2048) -> tuple[Path, Any]:
@@ -62,7 +58,6 @@ def build_tiny_llama_gguf(path: str | Path, *, seed: int = 0, quant: str = "Q4_1
     ``gguf.GGMLQuantizationType`` name for the 2-D weights (``F32`` keeps them exact); norms stay F32."""
     try:
         import gguf
-        import numpy as np
         import torch
         from transformers import LlamaConfig, LlamaForCausalLM
     except ImportError as exc:
@@ -86,56 +81,8 @@ def build_tiny_llama_gguf(path: str | Path, *, seed: int = 0, quant: str = "Q4_1
             if name.endswith("norm.weight"):  # non-trivial norms, so a dropped or misnamed one shows in logits
                 p.data = 1.0 + 0.1 * torch.randn_like(p)
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(out), "llama")
-    writer.add_name("tiny-smollm2")
-    writer.add_context_length(context)
-    writer.add_block_count(layers)
-    writer.add_embedding_length(hidden)
-    writer.add_feed_forward_length(intermediate)
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(kv_heads)
-    writer.add_rope_freq_base(100000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_dimension_count(hidden // heads)
-    writer.add_vocab_size(len(tokens))
-    writer.add_file_type(int(qtype))
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("smollm")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if t in _SPECIALS else 1 for t in tokens])
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(ids["<|im_start|>"])
-    writer.add_eos_token_id(ids["<|im_end|>"])
-    writer.add_unk_token_id(ids["<|endoftext|>"])
-    writer.add_pad_token_id(ids["<|im_end|>"])
-    writer.add_add_bos_token(False)
-    writer.add_chat_template(CHATML_TEMPLATE)
-
-    def tensor(name: str, w: Any, quantise: bool = True) -> None:
-        arr = w.detach().to(torch.float32).numpy()
-        if quantise and qtype != gguf.GGMLQuantizationType.F32:
-            writer.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
-        else:
-            writer.add_tensor(name, np.ascontiguousarray(arr))
-
-    sd = model.state_dict()
-    tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"], quantise=False)
-        tensor(f"blk.{i}.attn_q.weight", _permute(sd[p + "self_attn.q_proj.weight"], heads))
-        tensor(f"blk.{i}.attn_k.weight", _permute(sd[p + "self_attn.k_proj.weight"], kv_heads))
-        tensor(f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"])
-        tensor(f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"])
-        tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"], quantise=False)
-        tensor(f"blk.{i}.ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
-        tensor(f"blk.{i}.ffn_up.weight", sd[p + "mlp.up_proj.weight"])
-        tensor(f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"])
-    tensor("output_norm.weight", sd["model.norm.weight"], quantise=False)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    out = write_llama_gguf(path, config, model.state_dict(), tokens=tokens, merges=merges, special=_SPECIALS,
+                           bos=ids["<|im_start|>"], eos=ids["<|im_end|>"], pad=ids["<|im_end|>"],
+                           unk=ids["<|endoftext|>"], chat_template=CHATML_TEMPLATE, pre="smollm", dtype=quant,
+                           name="tiny-smollm2")
     return out, model

@@ -65,11 +65,12 @@ class ChatBackend(Protocol):
 
 
 BACKENDS: Registry[Callable[[str], ChatBackend]] = Registry(
-    "model backend", error=ConfigError, usage="use openai:<base_url>/<model>, hf:<path> or policy:<name>")
+    "model backend", error=ConfigError, usage="use openai:<base_url>/<model>, hf:<path>, llamacpp:<path> or policy:<name>")
 """Model-URI scheme → factory ``(rest_of_uri) -> ChatBackend``; the built-ins are imported on first use."""
 BACKENDS.lazy("openai", "shoparena.llm.openai_backend:from_uri")
 BACKENDS.lazy("hf", "shoparena.llm.hf_backend:from_uri", install="pip install 'shoparena[hf]'")
 BACKENDS.lazy("policy", "shoparena.llm.policies:get_policy")
+BACKENDS.lazy("llamacpp", "shoparena.llm.llamacpp_backend:from_uri", install="make llamacpp")
 
 
 def backend(scheme: str) -> Callable[[Callable[[str], ChatBackend]], Callable[[str], ChatBackend]]:

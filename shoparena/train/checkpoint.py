@@ -4,13 +4,13 @@ into ``out_dir/model``, hashing the weights, and writing ``out_dir/stage.json``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.seal import weights_sha256
 from shoparena.train.types import StageConfig, StageResult
 
 STAGE_FILE = "stage.json"
@@ -98,17 +98,10 @@ def last_checkpoint(out_dir: Path) -> str | None:
 def checkpoint_sha256(model_dir: str | os.PathLike[str]) -> str:
     """sha256 over a checkpoint's weight files (names and bytes, sorted by name): the hash every stage records
     and ``--resume`` re-checks."""
-    root = Path(model_dir)
-    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
-    if not files:
-        raise DataError(f"{root} holds no weight files (*.safetensors)")
-    h = hashlib.sha256()
-    for p in files:
-        h.update(p.name.encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    digest = weights_sha256(model_dir)
+    if digest is None:
+        raise DataError(f"{model_dir} holds no weight files (*.safetensors)")
+    return digest
 
 
 def write_stage(out_dir: Path, result: StageResult) -> StageResult:

@@ -1,0 +1,210 @@
+"""A transformers llama checkpoint written as a llama.cpp GGUF, so a trained model can be served by a CPU engine.
+
+:func:`write_llama_gguf` is the one writer (the tiny test GGUF of :mod:`shoparena.llm.tiny_gguf` uses it too): the
+hyper-parameters, a byte-level BPE vocabulary (``tokenizer.ggml.model = gpt2``), and the weights under llama.cpp's
+names (``blk.N.attn_q`` …, Q/K rows permuted into its rotary layout, tied embeddings without ``output.weight``).
+:func:`export_gguf` reads a checkpoint directory (``config.json`` + safetensors + ``tokenizer.json``, as
+``shoparena models prepare`` and every training stage write them) and writes ``<dir>/model.<dtype>.gguf`` once,
+keyed by the checkpoint's weight hash (a stale file is rebuilt). Weights are written as F32, F16 or Q8_0; norms stay
+F32. Same checkpoint and dtype → same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shoparena.errors import ConfigError, DataError
+from shoparena.seal import weights_sha256
+
+__all__ = ["DTYPES", "export_gguf", "permute_qk", "write_llama_gguf"]
+
+DTYPES = ("F32", "F16", "Q8_0")
+_STAMP = "shoparena.checkpoint_sha256"
+
+
+def permute_qk(w: Any, n_head: int) -> Any:
+    """llama.cpp's ``LlamaModel.permute``: HF rotary halves → interleaved pairs (transformers undoes it)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _import_gguf() -> tuple[Any, Any, Any]:
+    try:
+        import gguf
+        import numpy as np
+        import torch
+    except ImportError as exc:
+        raise ConfigError(f"writing a GGUF needs torch and gguf ({exc.name} is missing)",
+                          hint="pip install 'shoparena[train]'") from exc
+    return gguf, np, torch
+
+
+def write_llama_gguf(path: str | os.PathLike[str], config: Any, state: Mapping[str, Any], *, tokens: Sequence[str],
+                     merges: Sequence[str], special: Sequence[str], bos: int, eos: int, pad: int, unk: int,
+                     chat_template: str | None = None, pre: str = "default", dtype: str = "F32",
+                     name: str = "shoparena", extra: Mapping[str, str] | None = None) -> Path:
+    """Write a llama GGUF from a ``LlamaConfig``-like ``config`` and a transformers ``state`` dict. ``dtype`` is a
+    ``gguf.GGMLQuantizationType`` name for the 2-D weights; ``extra``: string metadata added as is."""
+    gguf, np, torch = _import_gguf()
+    qtype = getattr(gguf.GGMLQuantizationType, dtype, None)
+    if qtype is None:
+        raise ConfigError(f"unknown GGUF type {dtype!r}", hint=f"one of {', '.join(DTYPES)}, Q4_1")
+    heads, kv_heads = int(config.num_attention_heads), int(config.num_key_value_heads)
+    hidden, layers = int(config.hidden_size), int(config.num_hidden_layers)
+    head_dim = int(getattr(config, "head_dim", None) or hidden // heads)
+    rope = getattr(config, "rope_parameters", None) or {}
+    theta = float(rope.get("rope_theta") or getattr(config, "rope_theta", None) or 10000.0)
+    if rope.get("rope_type", "default") != "default":
+        raise DataError(f"rope scaling {rope.get('rope_type')!r} is not exported")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(out), "llama")
+    writer.add_name(name)
+    writer.add_context_length(int(config.max_position_embeddings))
+    writer.add_block_count(layers)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(int(config.intermediate_size))
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_freq_base(theta)
+    writer.add_layer_norm_rms_eps(float(config.rms_norm_eps))
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_vocab_size(len(tokens))
+    writer.add_file_type(int(qtype))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(list(tokens))
+    specials = set(special)
+    writer.add_token_types([3 if t in specials else 1 for t in tokens])
+    writer.add_token_merges(list(merges))
+    writer.add_bos_token_id(bos)
+    writer.add_eos_token_id(eos)
+    writer.add_unk_token_id(unk)
+    writer.add_pad_token_id(pad)
+    writer.add_add_bos_token(False)
+    if chat_template:
+        writer.add_chat_template(chat_template)
+    for key, value in sorted((extra or {}).items()):
+        writer.add_string(key, value)
+
+    def tensor(name: str, w: Any, quantise: bool = True) -> None:
+        arr = w.detach().to(torch.float32).numpy()
+        if not quantise or qtype == gguf.GGMLQuantizationType.F32:
+            writer.add_tensor(name, np.ascontiguousarray(arr))
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            writer.add_tensor(name, np.ascontiguousarray(arr.astype(np.float16)))
+        else:
+            writer.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+
+    tensor("token_embd.weight", state["model.embed_tokens.weight"])
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        tensor(f"blk.{i}.attn_norm.weight", state[p + "input_layernorm.weight"], quantise=False)
+        tensor(f"blk.{i}.attn_q.weight", permute_qk(state[p + "self_attn.q_proj.weight"], heads))
+        tensor(f"blk.{i}.attn_k.weight", permute_qk(state[p + "self_attn.k_proj.weight"], kv_heads))
+        tensor(f"blk.{i}.attn_v.weight", state[p + "self_attn.v_proj.weight"])
+        tensor(f"blk.{i}.attn_output.weight", state[p + "self_attn.o_proj.weight"])
+        tensor(f"blk.{i}.ffn_norm.weight", state[p + "post_attention_layernorm.weight"], quantise=False)
+        tensor(f"blk.{i}.ffn_gate.weight", state[p + "mlp.gate_proj.weight"])
+        tensor(f"blk.{i}.ffn_up.weight", state[p + "mlp.up_proj.weight"])
+        tensor(f"blk.{i}.ffn_down.weight", state[p + "mlp.down_proj.weight"])
+    tensor("output_norm.weight", state["model.norm.weight"], quantise=False)
+    if not getattr(config, "tie_word_embeddings", False):
+        tensor("output.weight", state["lm_head.weight"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def _bpe_vocab(tokenizer_json: Path) -> tuple[list[str], list[str], list[str], str]:
+    """Tokens by id, merges, special tokens and llama.cpp's pre-tokenizer name from a fast ``tokenizer.json``."""
+    body = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    model = body.get("model") or {}
+    if model.get("type") != "BPE":
+        raise DataError(f"{tokenizer_json}: a {model.get('type')!r} tokenizer; only byte-level BPE is exported")
+    vocab: dict[str, int] = dict(model["vocab"])
+    special = []
+    for added in body.get("added_tokens") or []:
+        vocab.setdefault(added["content"], added["id"])
+        if added.get("special"):
+            special.append(added["content"])
+    size = max(vocab.values()) + 1
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    pre = "smollm" if '"Digits"' in json.dumps(body.get("pre_tokenizer")) else "default"
+    return tokens, merges, special, pre
+
+
+def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: str | os.PathLike[str] | None = None,
+                force: bool = False) -> Path:
+    """``model_dir`` (a transformers ``LlamaForCausalLM`` checkpoint) as a GGUF, written once: an existing file made
+    from the same weights is reused. Returns its path (default ``<model_dir>/model.<dtype>.gguf``)."""
+    src = Path(model_dir)
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown GGUF dtype {dtype!r}", hint=f"one of {', '.join(DTYPES)}")
+    if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
+        raise DataError(f"{src}: not a transformers checkpoint with a fast tokenizer (config.json, tokenizer.json)")
+    dest = Path(out) if out is not None else src / f"model.{dtype.lower()}.gguf"
+    digest = weights_sha256(src)
+    if digest is None:
+        raise DataError(f"{src}: no weight files (*.safetensors)")
+    if dest.is_file() and not force and _stamp(dest) == digest:
+        return dest
+    _import_gguf()
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(src, local_files_only=True)
+    if config.model_type != "llama":
+        raise DataError(f"{src}: a {config.model_type!r} model; only llama checkpoints are exported to GGUF")
+    from safetensors.torch import load_file
+
+    state: dict[str, Any] = {}
+    for f in sorted(src.glob("*.safetensors")):
+        state.update(load_file(f))
+    if not state:
+        raise DataError(f"{src}: no safetensors weights")
+    tokens, merges, special, pre = _bpe_vocab(src / "tokenizer.json")
+    tok_cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8")) \
+        if (src / "tokenizer_config.json").is_file() else {}
+    ids = {t: i for i, t in enumerate(tokens)}
+
+    def token_id(key: str, fallback: int | None) -> int:
+        value = tok_cfg.get(key)
+        value = value.get("content") if isinstance(value, dict) else value
+        if isinstance(value, str) and value in ids:
+            return ids[value]
+        return int(fallback if fallback is not None else 0)
+
+    eos = config.eos_token_id[0] if isinstance(config.eos_token_id, list) else config.eos_token_id
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        write_llama_gguf(tmp, config, state, tokens=tokens, merges=merges, special=special,
+                         bos=token_id("bos_token", config.bos_token_id), eos=token_id("eos_token", eos),
+                         pad=token_id("pad_token", config.pad_token_id), unk=token_id("unk_token", 0),
+                         pre=pre, dtype=dtype, name=src.name, extra={_STAMP: digest})
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def _stamp(path: Path) -> str | None:
+    """The checkpoint hash a GGUF we wrote records (``None`` for a foreign or unreadable file)."""
+    try:
+        import gguf
+
+        field = gguf.GGUFReader(str(path)).fields.get(_STAMP)
+        return bytes(field.parts[field.data[0]]).decode() if field is not None else None
+    except Exception:
+        return None

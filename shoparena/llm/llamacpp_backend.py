@@ -1,0 +1,213 @@
+"""``llamacpp:<checkpoint dir>[?dtype=F16&slots=2&threads=2&ctx=8192]`` — a transformers checkpoint served by
+llama.cpp on the CPU (through ``llama-cpp-python``), several times faster than ``hf:`` for evaluation and rollouts.
+
+What the model sees and what is parsed are the ``hf:`` backend's, byte for byte: the prompt is rendered by the
+checkpoint's own tokenizer and chat template with its observation compaction
+(:func:`~shoparena.llm.hf_backend.render_prompt`), tokenised by that tokenizer and handed to llama.cpp **as token
+ids**; the sampled ids are decoded by the same tokenizer and parsed as Qwen3 text
+(:func:`~shoparena.llm.hf_backend.completion_to_message`). Only the arithmetic differs: the weights are exported once
+to a GGUF beside the checkpoint (:func:`~shoparena.llm.gguf_export.export_gguf`, F16 by default, keyed by the
+weights' hash) and run by llama.cpp's kernels.
+
+Concurrency: ``slots`` llama.cpp contexts share the memory-mapped weights; a request takes the free slot whose cached
+tokens share the longest prefix with its prompt, so a multi-turn episode keeps reusing its own KV cache (only the new
+tool result and generation prompt are evaluated each turn) while other episodes use other slots. ``threads`` are split
+across slots.
+
+Sampling: temperature 0 is greedy; otherwise top-k (the checkpoint's ``generation_config`` ``top_k``, else 50, as
+transformers does), top-p, temperature, then a draw seeded by the request's ``seed`` (a fixed default when none), so
+the same prompt and seed give the same text on one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from shoparena.errors import ConfigError, NotFoundError
+from shoparena.llm.compact import read_compact
+from shoparena.llm.hf_backend import (
+    DEFAULT_MAX_NEW_TOKENS,
+    clip_completion,
+    completion_to_message,
+    render_prompt,
+)
+from shoparena.llm.types import ChatBackend, Sampling
+
+__all__ = ["LlamaCppBackend", "from_uri", "parse_llamacpp_uri"]
+
+_END_MARKERS = ("<|im_end|>", "<|endoftext|>")
+_DEFAULT_SEED = 0x5EED
+_OPTIONS = {"dtype": str, "slots": int, "threads": int, "ctx": int, "max_new_tokens": int}
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise ConfigError("the llamacpp: backend needs llama-cpp-python (not installed)",
+                          hint="make llamacpp (builds llama-cpp-python from source, a few minutes)") from exc
+    return llama_cpp
+
+
+def parse_llamacpp_uri(rest: str) -> tuple[Path, dict[str, Any]]:
+    """``PATH[?key=value&…]`` → (path, options); unknown or malformed options are a ConfigError."""
+    path, _, query = rest.partition("?")
+    options: dict[str, Any] = {}
+    for key, values in parse_qs(query, keep_blank_values=True, strict_parsing=False).items():
+        if key not in _OPTIONS:
+            raise ConfigError(f"llamacpp: unknown option {key!r}", hint=f"options: {', '.join(_OPTIONS)}")
+        try:
+            value = _OPTIONS[key](values[-1])
+        except ValueError:
+            raise ConfigError(f"llamacpp: option {key}={values[-1]!r} is not a valid {_OPTIONS[key].__name__}") \
+                from None
+        if isinstance(value, int) and value < 1:
+            raise ConfigError(f"llamacpp: option {key} must be ≥ 1")
+        options[key] = value
+    return Path(path).expanduser(), options
+
+
+class _Slot:
+    """One llama.cpp context (its own KV cache) over the shared weights."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.busy = False
+
+    def shared_prefix(self, ids: list[int]) -> int:
+        n = 0
+        for a, b in zip(self.llama._input_ids[: self.llama.n_tokens], ids, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
+class LlamaCppBackend:
+    """A checkpoint directory served by llama.cpp. ``name`` is the directory's name."""
+
+    def __init__(self, path: str | Path, *, dtype: str = "F16", slots: int | None = None, threads: int | None = None,
+                 ctx: int | None = None, max_new_tokens: int | None = None) -> None:
+        self.path = Path(path).expanduser()
+        if not (self.path / "config.json").is_file():
+            raise NotFoundError(f"no transformers model at {self.path} (config.json missing)",
+                                hint="llamacpp: takes a local checkpoint directory (shoparena models prepare, "
+                                     "or a training stage's model/)")
+        llama_cpp = _import_llama()
+        import transformers
+
+        from shoparena.llm.gguf_export import export_gguf
+
+        self.name = self.path.name
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        if not self.tokenizer.chat_template:
+            raise ConfigError(f"the tokenizer in {self.path} has no chat template")
+        self.compact = read_compact(self.path)
+        gen = _generation_config(self.path)
+        self.turn_cap: int | None = max_new_tokens or gen.get("max_new_tokens")
+        self.max_new_tokens = self.turn_cap or DEFAULT_MAX_NEW_TOKENS
+        self.top_k = int(gen.get("top_k") or 50)
+        config = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+        self.context = int(ctx or config.get("max_position_embeddings") or 4096)
+        vocab = self.tokenizer.get_vocab()
+        end = {vocab[t] for t in _END_MARKERS if t in vocab}
+        eos = gen.get("eos_token_id", config.get("eos_token_id"))
+        end |= set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        self.eos_token_ids = frozenset(end)
+        self.gguf = export_gguf(self.path, dtype=dtype)
+        cores = os.cpu_count() or 1
+        n_slots = slots or max(1, min(4, cores))
+        total = threads or cores
+        per_slot = max(1, total // n_slots)
+        self._slots = [
+            _Slot(llama_cpp.Llama(model_path=str(self.gguf), n_ctx=self.context, n_batch=512,
+                                  n_threads=per_slot, n_threads_batch=per_slot, seed=_DEFAULT_SEED,
+                                  logits_all=False, verbose=False))
+            for _ in range(n_slots)
+        ]
+        self._cond = threading.Condition()
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+               enable_thinking: bool | None = None) -> str:
+        return render_prompt(self.tokenizer, messages, tools, enable_thinking, self.compact)
+
+    def _acquire(self, ids: list[int]) -> _Slot:
+        with self._cond:
+            while True:
+                free = [s for s in self._slots if not s.busy]
+                if free:
+                    slot = max(free, key=lambda s: s.shared_prefix(ids))
+                    slot.busy = True
+                    return slot
+                self._cond.wait()
+
+    def _release(self, slot: _Slot) -> None:
+        with self._cond:
+            slot.busy = False
+            self._cond.notify()
+
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                 sampling: Sampling | None = None) -> tuple[str, int, int]:
+        """Blocking generation: ``(completion text, prompt tokens, completion tokens)``."""
+        sampling = sampling or Sampling()
+        prompt = self.render(messages, tools, sampling.enable_thinking)
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        max_new = sampling.max_tokens or self.max_new_tokens
+        if self.turn_cap is not None:
+            max_new = min(max_new, self.turn_cap)
+        max_new = min(max_new, self.context - len(ids))
+        if max_new < 1:
+            raise ConfigError(f"the prompt ({len(ids)} tokens) fills the model's context ({self.context} tokens)")
+        greedy = sampling.temperature <= 0
+        slot = self._acquire(ids)
+        new: list[int] = []
+        try:
+            llama = slot.llama
+            llama.set_seed(_DEFAULT_SEED if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF)
+            stream = llama.generate(ids, top_k=0 if greedy else self.top_k, top_p=sampling.top_p or 1.0, min_p=0.0,
+                                    typical_p=1.0, temp=0.0 if greedy else float(sampling.temperature),
+                                    repeat_penalty=1.0, reset=True)
+            for token in stream:
+                new.append(int(token))
+                if token in self.eos_token_ids or len(new) >= max_new:
+                    break
+                if sampling.stop and any(s in self.tokenizer.decode(new[-32:]) for s in sampling.stop):
+                    break
+            stream.close()
+        finally:
+            self._release(slot)
+        text = self.tokenizer.decode(new, skip_special_tokens=False)
+        return clip_completion(text, sampling.stop), len(ids), len(new)
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   sampling: Sampling | None = None) -> Any:
+        text, n_prompt, n_completion = await asyncio.to_thread(self.generate, messages, tools, sampling)
+        return completion_to_message(text, n_prompt, n_completion)
+
+    def close(self) -> None:
+        for slot in self._slots:
+            slot.llama.close()
+        self._slots = []
+
+    def __repr__(self) -> str:
+        return f"LlamaCppBackend({str(self.path)!r}, gguf={self.gguf.name!r}, slots={len(self._slots)})"
+
+
+def _generation_config(path: Path) -> dict[str, Any]:
+    f = path / "generation_config.json"
+    if not f.is_file():
+        return {}
+    body = json.loads(f.read_text(encoding="utf-8"))
+    return body if isinstance(body, dict) else {}
+
+
+def from_uri(rest: str) -> ChatBackend:
+    """The ``llamacpp`` scheme's factory (registered lazily in :data:`shoparena.llm.types.BACKENDS`)."""
+    path, options = parse_llamacpp_uri(rest)
+    return LlamaCppBackend(path, **options)

@@ -1,0 +1,135 @@
+"""The ``llamacpp:`` backend and the GGUF export, on a tiny prepared SmolLM2-shaped checkpoint: the exported GGUF
+reproduces the checkpoint's logits in llama.cpp, and the backend renders, samples and parses like ``hf:``.
+
+Needs ``llama-cpp-python`` (``make llamacpp`` builds it from source); skipped where it is not installed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gguf")
+pytest.importorskip("torch")
+
+import torch
+
+from shoparena.errors import ConfigError, NotFoundError
+from shoparena.llm.gguf_export import export_gguf
+from shoparena.llm.models import prepare_gguf, spec_with_path
+from shoparena.llm.tiny_gguf import build_tiny_llama_gguf
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.set_num_threads(1)
+    gguf, _ = build_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", quant="F32", layers=2)
+    out = tmp_path_factory.mktemp("prep") / "smol"
+    prepare_gguf(spec_with_path("smollm2-135m", gguf), out)
+    return out
+
+
+def test_export_is_written_once_and_keyed_by_the_weights(prepared: Path, tmp_path: Path) -> None:
+    a = export_gguf(prepared, dtype="F32", out=tmp_path / "a.gguf")
+    stamp = a.stat().st_mtime_ns
+    assert export_gguf(prepared, dtype="F32", out=tmp_path / "a.gguf").stat().st_mtime_ns == stamp  # reused
+    b = export_gguf(prepared, dtype="F32", out=tmp_path / "b.gguf")
+    assert a.read_bytes() == b.read_bytes()  # same checkpoint → same bytes
+    with pytest.raises(ConfigError):
+        export_gguf(prepared, dtype="Q3_K")
+
+
+def test_export_refuses_what_is_not_a_llama_checkpoint(tmp_path: Path) -> None:
+    from shoparena.errors import DataError
+
+    with pytest.raises(DataError):
+        export_gguf(tmp_path)
+
+
+def test_exported_gguf_reads_back_into_transformers_with_the_same_logits(prepared: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    path = export_gguf(prepared, dtype="F32", out=tmp_path / "f32.gguf")
+    src = AutoModelForCausalLM.from_pretrained(prepared, local_files_only=True).eval()
+    back = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    ids = torch.tensor([[1, 40, 41, 42, 43, 2, 50, 60]])
+    with torch.no_grad():
+        assert torch.allclose(back(ids).logits, src(ids).logits, atol=1e-5)
+
+
+def test_llama_cpp_reproduces_the_checkpoint_logits(prepared: Path, tmp_path: Path) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    import numpy as np
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = export_gguf(prepared, dtype="F32", out=tmp_path / "f32.gguf")
+    tok = AutoTokenizer.from_pretrained(prepared, local_files_only=True)
+    ids = tok("<|im_start|>user\nfind a red dress under 700<|im_end|>\n<|im_start|>assistant\n",
+              add_special_tokens=False)["input_ids"]
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=1, logits_all=True, verbose=False)
+    llm.eval(ids)
+    got = np.asarray(llm.scores[: len(ids)])
+    llm.close()
+    src = AutoModelForCausalLM.from_pretrained(prepared, local_files_only=True).eval()
+    with torch.no_grad():
+        want = src(torch.tensor([ids])).logits[0].numpy()
+    assert got.std() > 0
+    assert np.abs(got - want).max() < 1e-3
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def test_backend_matches_hf_greedy_and_is_seeded(prepared: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from shoparena.llm.hf_backend import HFBackend
+    from shoparena.llm.llamacpp_backend import LlamaCppBackend
+    from shoparena.llm.types import Sampling
+
+    messages = [{"role": "user", "content": "find a red dress under 700"}]
+    hf = HFBackend(prepared)
+    lc = LlamaCppBackend(prepared, dtype="F32", slots=2, threads=1)
+    try:
+        greedy = Sampling(temperature=0.0, max_tokens=12)
+        text_hf, n_hf, m_hf = hf.generate(messages, None, greedy)
+        text_lc, n_lc, m_lc = lc.generate(messages, None, greedy)
+        assert n_lc == n_hf  # the same rendered prompt, token for token
+        assert (text_lc, m_lc) == (text_hf, m_hf)
+        hot = Sampling(temperature=1.0, max_tokens=12, seed=7)
+        first = lc.generate(messages, None, hot)
+        assert lc.generate(messages, None, hot) == first  # seeded: same prompt + seed → same text
+        assert any(lc.generate(messages, None, Sampling(temperature=1.0, max_tokens=12, seed=s))[0] != first[0]
+                   for s in (8, 9, 10))
+    finally:
+        lc.close()
+
+
+def test_uri_options_are_checked(prepared: Path) -> None:
+    from shoparena.llm.llamacpp_backend import parse_llamacpp_uri
+    from shoparena.llm.types import get_backend
+
+    assert parse_llamacpp_uri(f"{prepared}?dtype=F32&slots=2") == (prepared, {"dtype": "F32", "slots": 2})
+    with pytest.raises(ConfigError, match="unknown option"):
+        parse_llamacpp_uri(f"{prepared}?gpu=1")
+    with pytest.raises(ConfigError, match="not a valid int"):
+        parse_llamacpp_uri(f"{prepared}?slots=two")
+    with pytest.raises(NotFoundError):
+        get_backend("llamacpp:/nonexistent/model")
+
+
+def test_compaction_recorded_with_the_checkpoint_is_applied(prepared: Path, tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    import shutil
+
+    from shoparena.llm.compact import FORMAT_FILE
+    from shoparena.llm.llamacpp_backend import LlamaCppBackend
+
+    model = tmp_path / "compact"
+    shutil.copytree(prepared, model)
+    (model / FORMAT_FILE).write_text(json.dumps({"compact": {"max_items": 1, "max_chars": 64}}))
+    lc = LlamaCppBackend(model, dtype="F32", slots=1, threads=1)
+    try:
+        long = json.dumps([{"product_id": str(i), "title": "x" * 50} for i in range(5)])
+        prompt = lc.render([{"role": "user", "content": "q"}, {"role": "tool", "content": long}])
+        assert long not in prompt and '"product_id": "0"' in prompt and '"product_id": "1"' not in prompt
+    finally:
+        lc.close()
