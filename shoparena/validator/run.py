@@ -5,7 +5,8 @@
 sanitised problem view, search flavour, per-(problem, sample) seeds and scorer as ``shoparena validate``, so the
 same agent, model and seed give the same trajectories and the same ASR through both. Every agent call's steps go
 to ``rollouts.jsonl`` (upstream step lists, scorable by ``shoparena score``), the gateway's call log to
-``calls.jsonl`` (each search call attributed to axis A or B), one status line per run to ``runs.jsonl``; the
+``calls.jsonl`` (each search call attributed to axis A or B), one status line per run to ``runs.jsonl``, each
+sample's score (:class:`~shoparena.scoring.types.ProblemScore` without its items) to ``scores.jsonl``; the
 summary (ASR, per bucket, pass@k) is saved as ``summary.json`` with the config that produced it. Each problem
 runs in its own process group, killed with everything it forked when the problem ends.
 """
@@ -142,7 +143,7 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
     results.sort(key=lambda r: (order[r.problem.problem_id], r.sample))
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "rollouts.jsonl", "wb") as rollouts, open(out_dir / "calls.jsonl", "wb") as calls, \
-            open(out_dir / "runs.jsonl", "wb") as runs:
+            open(out_dir / "runs.jsonl", "wb") as runs, open(out_dir / "scores.jsonl", "wb") as scores:
         for res in results:
             pid = res.problem.problem_id
             steps = _joinable(res.steps, pid) if res.steps else _failure_steps(res.problem, res)
@@ -151,6 +152,7 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
             runs.write(_line({"problem_id": pid, "sample": res.sample, "status": res.envelope.status,
                               "error": res.envelope.error, "seconds": res.outcome.wall_s, "steps": len(res.steps),
                               "calls": len(res.calls), "success": res.score.success}))
+            scores.write(_line(res.score.model_dump(mode="json", exclude={"items"})))
     ks = sorted({k for k in (1, 2, 4, 8, 16) if k <= config.n_samples} | {config.n_samples})
     agg = aggregate_scores([r.score for r in results], problems, config.score_mode, ks=ks, seed=config.seed)
     call_counts: Counter[str] = Counter()

@@ -1,0 +1,341 @@
+"""Held-out evaluation of several models on the same problems: runs through the evaluation core, then statistics.
+
+:func:`evaluate_models` runs each model (``LABEL=URI`` or a bare URI) with one agent through
+:func:`shoparena.validator.run.run_agents` — the sandbox, the logging gateway, the per-(problem, sample) seeds and
+the strict scorer of every other run — into ``<out>/models/<label>/`` and then :func:`summarise` reads what those
+runs stored (``scores.jsonl``) and writes ``<out>/evaluation.json``. Because the summary is a pure function of the
+stored runs, a report can be re-made, and two evaluations diffed, without running anything again.
+
+Per model: ASR (3-bucket, strict denominator: every problem of the set counts), per bucket, per axis (title /
+price / service / SKU & attributes: Σ hits / Σ totals over the reward items), ground-truth rate, unbiased pass@k and
+pass^k for every k ≤ n, each with a percentile bootstrap 95 % interval over problems (seeded). Between models on
+the same problems: the paired bootstrap of the ASR difference, the exact McNemar test on per-problem success and the
+minimum detectable difference (:mod:`shoparena.evaluate.stats`). The JSON schema is ``shoparena-evaluation/1``,
+documented in ``docs/evaluate.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.evaluate.stats import (
+    majority_success,
+    mcnemar_exact,
+    min_detectable_difference,
+    paired_bootstrap,
+)
+from shoparena.scoring.metrics import bootstrap_ci, pass_at_k, pass_hat_k
+from shoparena.scoring.types import FIELDS
+from shoparena.tasks.types import ASR_BUCKETS, Problem
+
+__all__ = [
+    "FORMAT", "EvalConfig", "ModelEntry", "evaluate_models", "parse_models", "per_bucket", "split_problems",
+    "summarise",
+]
+
+FORMAT = "shoparena-evaluation/1"
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class ModelEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str
+    uri: str
+
+
+class EvalConfig(BaseModel):
+    """Everything that decides an evaluation; saved in ``evaluation.json``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    models: list[ModelEntry] = Field(min_length=1)
+    agent: str = "react"
+    n_samples: int = Field(4, ge=1)
+    temperature: float = Field(0.7, ge=0.0)
+    seed: int = 0
+    concurrency: int | None = Field(None, ge=1)
+    timeout_s: float = Field(300.0, gt=0)
+    score_mode: Literal["strict", "upstream"] = "strict"
+    protocol: Literal["native", "tags"] | None = None
+    problem_set: str = "problems"
+    """Where the problems came from (a file, or ``CORPUS:eval`` / ``CORPUS:never_touch``)."""
+    n_resamples: int = Field(10000, ge=100)
+
+
+def _slug(uri: str) -> str:
+    scheme, _, rest = uri.partition(":")
+    tail = Path(rest.partition("?")[0].rstrip("/")).name or rest
+    if tail in ("model", "merged") and Path(rest).parent.name:  # runs/x/sft/model → sft
+        tail = Path(rest.partition("?")[0].rstrip("/")).parent.name
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{scheme}-{tail}").strip("-")[:64]
+    return slug or "model"
+
+
+def parse_models(spec: str | Sequence[str]) -> list[ModelEntry]:
+    """``LABEL=URI,URI,…`` → entries; a bare URI is labelled by its scheme and last path part. Labels are unique."""
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    if not items:
+        raise ConfigError("no model given", hint="--model policy:expert,base=hf:models/smollm2-135m")
+    out: list[ModelEntry] = []
+    for item in items:
+        label, sep, uri = item.partition("=")
+        if not sep or ":" in label:
+            label, uri = _slug(item), item
+        if not _LABEL.match(label):
+            raise ConfigError(f"bad model label {label!r}", hint="labels: letters, digits, . _ -, at most 64")
+        if ":" not in uri:
+            raise ConfigError(f"model {uri!r} is not a model URI", hint="scheme:rest, e.g. hf:DIR or policy:expert")
+        out.append(ModelEntry(label=label, uri=uri))
+    labels = [m.label for m in out]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise ConfigError(f"model label {dupes[0]!r} is used twice", hint="name models LABEL=URI")
+    return out
+
+
+def split_problems(spec: str, *, problems: str | os.PathLike[str] | None = None) -> list[Problem]:
+    """``CORPUS_DIR:PARTITION`` → the bank problems whose leak cluster the corpus split put in ``PARTITION``
+    (``eval`` or ``never_touch``; ``train`` is refused). The bank comes from ``problems`` or the corpus manifest."""
+    from shoparena.tasks.loader import load_problems
+
+    corpus, sep, partition = spec.rpartition(":")
+    if not sep or not corpus:
+        raise ConfigError(f"--split {spec!r}: expected CORPUS_DIR:eval or CORPUS_DIR:never_touch")
+    if partition not in ("eval", "never_touch"):
+        raise ConfigError(f"--split {spec!r}: partition {partition!r} is not held out",
+                          hint="eval or never_touch (train problems are what the model was trained on)")
+    root = Path(corpus)
+    split_file, manifest_file = root / "split.json", root / "manifest.json"
+    if not split_file.is_file():
+        raise NotFoundError(f"{root}: no split.json (not a corpus directory)", hint="shoparena corpus build --out DIR")
+    try:
+        split = json.loads(split_file.read_text(encoding="utf-8"))
+        clusters = set(split["partitions"][partition]["clusters"])
+        of = split["clusters"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{split_file}: not a corpus split ({exc})") from None
+    source = problems
+    if source is None and manifest_file.is_file():
+        try:
+            source = json.loads(manifest_file.read_text(encoding="utf-8"))["sources"]["problems"]
+        except (ValueError, KeyError, TypeError):
+            source = None
+    if source is None:
+        raise ConfigError(f"{root}: the corpus manifest names no problem bank", hint="pass --problems FILE|DIR")
+    path = Path(source)
+    if not path.exists() and (root.parent / path).exists():
+        path = root.parent / path
+    files = sorted(path.glob("problems-*.jsonl")) or sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise NotFoundError(f"no problem bank at {path}", hint="pass --problems FILE|DIR")
+    seen: dict[str, Problem] = {}
+    for f in files:
+        for p in load_problems(f):
+            if of.get(p.problem_id) in clusters:
+                seen.setdefault(p.problem_id, p)
+    if not seen:
+        raise DataError(f"no problem of {path} falls in the {partition!r} partition of {root}")
+    return [seen[k] for k in sorted(seen)]
+
+
+def per_bucket(problems: Sequence[Problem], k: int, seed: int = 0) -> list[Problem]:
+    """A stratified subset: ``k`` problems of each bucket (all of a smaller bucket), a seeded sample of each
+    bucket's problems in id order; the result is sorted by id. The same problems, k and seed give the same set."""
+    import random
+
+    if k < 1:
+        raise ConfigError("--per-bucket must be ≥ 1")
+    out: list[Problem] = []
+    buckets = sorted({p.bucket for p in problems})
+    for b in buckets:
+        pool = sorted((p for p in problems if p.bucket == b), key=lambda p: p.problem_id)
+        out.extend(pool if len(pool) <= k else random.Random(f"{seed}:{b}").sample(pool, k))
+    return sorted(out, key=lambda p: p.problem_id)
+
+
+# ── summary of stored runs ────────────────────────────────────────────────────────────────────────────────────
+
+
+def _read_scores(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "scores.jsonl"
+    if not path.is_file():
+        raise NotFoundError(f"{run_dir}: no scores.jsonl (not a finished run)")
+    rows = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise DataError(f"{path}:{i}: not JSON") from None
+    return rows
+
+
+def _ci(values: Sequence[float], seed: int, n: int) -> list[float]:
+    return [round(x, 6) for x in bootstrap_ci(values, n_resamples=n, seed=seed)]
+
+
+def _model_summary(rows: list[dict[str, Any]], problems: Sequence[Problem], n_samples: int, seed: int,
+                   n_resamples: int) -> tuple[dict[str, Any], dict[str, float]]:
+    """One model's figures over ``problems`` (strict: a problem without a scored sample counts as failed)."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["problem_id"], []).append(r)
+    main = [p for p in problems if p.bucket in ASR_BUCKETS]
+    if not main:
+        raise DataError("no problem of the product / shop / voucher buckets to evaluate")
+    rates: dict[str, float] = {}
+    gts: list[float] = []
+    counts: list[tuple[int, int]] = []
+    for p in main:
+        samples = by.get(p.problem_id, [])
+        n, c = len(samples), sum(1 for s in samples if s.get("success"))
+        rates[p.problem_id] = c / n if n else 0.0
+        gts.append(sum(1 for s in samples if (s.get("gt") or 0) >= 1) / n if n else 0.0)
+        counts.append((n, c))
+    values = [rates[p.problem_id] for p in main]
+    out: dict[str, Any] = {
+        "n_problems": len(main), "n_samples": n_samples,
+        "samples_seen": [min(n for n, _ in counts), max(n for n, _ in counts)],
+        "asr": round(float(np.mean(values)), 6), "gt_rate": round(float(np.mean(gts)), 6),
+    }
+    ci: dict[str, list[float]] = {"asr": _ci(values, seed, n_resamples), "gt_rate": _ci(gts, seed, n_resamples)}
+    by_bucket = {}
+    for b in ASR_BUCKETS:
+        vals = [rates[p.problem_id] for p in main if p.bucket == b]
+        if vals:
+            by_bucket[b] = {"n_problems": len(vals), "asr": round(float(np.mean(vals)), 6),
+                            "ci": _ci(vals, seed, n_resamples)}
+    out["by_bucket"] = by_bucket
+    by_axis = {}
+    for axis in FIELDS:
+        hits, totals = [], []
+        for p in main:
+            samples = by.get(p.problem_id, [])
+            hits.append(sum((s.get("axis_hits") or {}).get(axis, 0) for s in samples))
+            totals.append(sum((s.get("axis_totals") or {}).get(axis, 0) for s in samples))
+        h, t = np.asarray(hits, dtype=np.float64), np.asarray(totals, dtype=np.float64)
+        if t.sum() == 0:
+            continue
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(h), size=(n_resamples, len(h)))
+        th = t[idx].sum(axis=1)
+        ratio = np.where(th > 0, h[idx].sum(axis=1) / np.where(th > 0, th, 1), np.nan)
+        lo, hi = np.nanquantile(ratio, [0.025, 0.975])
+        by_axis[axis] = {"rate": round(float(h.sum() / t.sum()), 6), "ci": [round(float(lo), 6), round(float(hi), 6)],
+                         "items": int(t.sum())}
+    out["by_axis"] = by_axis
+    pk, ph = {}, {}
+    for k in range(1, n_samples + 1):
+        at = [pass_at_k(n, c, k) if n >= k else (pass_at_k(k, c, k) if n else 0.0) for n, c in counts]
+        hat = [pass_hat_k(n, c, k) if n >= k else (pass_hat_k(k, c, k) if n else 0.0) for n, c in counts]
+        pk[str(k)] = round(float(np.mean(at)), 6)
+        ph[str(k)] = round(float(np.mean(hat)), 6)
+        ci[f"pass@{k}"] = _ci(at, seed, n_resamples)
+        ci[f"pass^{k}"] = _ci(hat, seed, n_resamples)
+    out["pass@k"], out["pass^k"], out["ci"] = pk, ph, ci
+    out["statuses"] = {}
+    for r in rows:
+        st = r.get("status") or "UNKNOWN"
+        out["statuses"][st] = out["statuses"].get(st, 0) + 1
+    return out, rates
+
+
+def _comparison(a: str, b: str, ra: Mapping[str, float], rb: Mapping[str, float], order: Sequence[str], seed: int,
+                n_resamples: int) -> dict[str, Any]:
+    xa, xb = [ra[p] for p in order], [rb[p] for p in order]
+    boot = paired_bootstrap(xa, xb, n_resamples=n_resamples, seed=seed)
+    mc = mcnemar_exact(majority_success(xa), majority_success(xb))
+    return {"a": a, "b": b, "diff": round(boot.diff, 6), "ci": [round(x, 6) for x in boot.ci],
+            "p_value": round(boot.p_value, 6), "mcnemar": mc.to_dict(),
+            "mdd": round(min_detectable_difference(xa, xb), 6), "n_problems": boot.n_problems,
+            "separable": boot.ci[0] > 0 or boot.ci[1] < 0}
+
+
+def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequence[Problem]) -> dict[str, Any]:
+    """``evaluation.json`` from the runs stored under ``<out>/models/<label>/`` (pure: nothing is re-run)."""
+    root = Path(out)
+    models: dict[str, Any] = {}
+    rates: dict[str, dict[str, float]] = {}
+    for m in config.models:
+        run_dir = root / "models" / m.label
+        summary, rates[m.label] = _model_summary(_read_scores(run_dir), problems, config.n_samples,
+                                                 config.seed, config.n_resamples)
+        models[m.label] = {"uri": m.uri, "run_dir": f"models/{m.label}", **summary, **_run_meta(run_dir)}
+    order = [p.problem_id for p in problems if p.bucket in ASR_BUCKETS]
+    labels = [m.label for m in config.models]
+    pairs = [(labels[0], b) for b in labels[1:]] + [(labels[i - 1], labels[i]) for i in range(2, len(labels))]
+    comparisons = [_comparison(a, b, rates[a], rates[b], order, config.seed, config.n_resamples)
+                   for a, b in dict.fromkeys(pairs)]
+    body = {
+        "format": FORMAT, "config": config.model_dump(mode="json"),
+        "problems": {"n": len(order), "ids": order,
+                     "by_bucket": {b: sum(1 for p in problems if p.bucket == b) for b in ASR_BUCKETS}},
+        "models": models, "comparisons": comparisons,
+    }
+    from shoparena._io import atomic_write
+
+    with atomic_write(root / "evaluation.json", "w") as fh:
+        fh.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    return body
+
+
+def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: EvalConfig,
+                    out: str | os.PathLike[str], *, progress: Callable[[str], None] | None = None,
+                    resume: bool = False) -> dict[str, Any]:
+    """Run every model of ``config`` on ``problems`` and summarise (see the module docstring). ``resume``: a model
+    whose run directory already holds a summary made with the same settings is not run again."""
+    from shoparena.llm.check import check_models
+    from shoparena.validator.run import RunConfig, run_agents
+
+    if not problems:
+        raise DataError("no problem to evaluate")
+    check_models([m.uri for m in config.models])
+    root = Path(out)
+    for m in config.models:
+        run_dir = root / "models" / m.label
+        rc = RunConfig(agent=config.agent, model=m.uri, n_samples=config.n_samples, seed=config.seed,
+                       temperature=config.temperature, concurrency=config.concurrency, timeout_s=config.timeout_s,
+                       score_mode=config.score_mode, protocol=config.protocol)
+        if resume and _same_run(run_dir, rc, problems):
+            if progress:
+                progress(f"{m.label}: kept the finished run in {run_dir}")
+            continue
+        t0 = time.perf_counter()
+        if progress:
+            progress(f"{m.label}: {m.uri} on {len(problems)} problems × {config.n_samples}")
+        s = run_agents(catalog, problems, rc, run_dir)
+        (run_dir / "problems.json").write_text(json.dumps([p.problem_id for p in problems]) + "\n", encoding="utf-8")
+        if progress:
+            progress(f"{m.label}: ASR {s.asr:.3f} in {time.perf_counter() - t0:.0f} s")
+    return summarise(root, config, problems)
+
+
+def _same_run(run_dir: Path, rc: Any, problems: Sequence[Problem]) -> bool:
+    try:
+        stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["config"]
+        ids = json.loads((run_dir / "problems.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError):
+        return False
+    # concurrency does not change a run's results (every sample has its own seed), so it may differ
+    want = {k: v for k, v in rc.model_dump().items() if k != "concurrency"}
+    have = {k: v for k, v in stored.items() if k != "concurrency"} if isinstance(stored, dict) else None
+    return have == want and ids == [p.problem_id for p in problems] and (run_dir / "scores.jsonl").is_file()
+
+
+def _run_meta(run_dir: Path) -> dict[str, Any]:
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["summary"]
+    except (OSError, ValueError, KeyError):
+        return {"seconds": None, "calls": {}}
+    return {"seconds": summary.get("seconds"), "calls": summary.get("calls", {})}

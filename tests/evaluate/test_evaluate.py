@@ -1,0 +1,106 @@
+"""``shoparena evaluate``: several models through the real evaluation core, figures with intervals, paired
+comparisons, and a summary that is a pure function of the stored runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.evaluate import EvalConfig, evaluate_models, parse_models, split_problems, summarise
+from tests.worlds import small_world
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, list]:
+    root = tmp_path_factory.mktemp("eval")
+    catalog, problems, _ = small_world(root, size=400, catalog_seed=3, n=8, problem_seed=5)
+    config = EvalConfig(models=parse_models("expert=policy:expert,policy:random"), agent="react", n_samples=2,
+                        temperature=0.7, seed=1, concurrency=2, timeout_s=60, n_resamples=500)
+    body = evaluate_models(catalog, problems, config, root / "out")
+    return root / "out", body, problems
+
+
+def test_every_model_has_figures_with_intervals(evaluated) -> None:
+    out, body, problems = evaluated
+    assert body["format"] == "shoparena-evaluation/1"
+    assert list(body["models"]) == ["expert", "policy-random"]
+    expert, rand = body["models"]["expert"], body["models"]["policy-random"]
+    assert expert["n_problems"] == len([p for p in problems if p.bucket != "knowledge"])
+    for m in (expert, rand):
+        lo, hi = m["ci"]["asr"]
+        assert 0.0 <= lo <= m["asr"] <= hi <= 1.0
+        assert set(m["pass@k"]) == {"1", "2"} and set(m["pass^k"]) == {"1", "2"}
+        assert m["pass^k"]["2"] <= m["pass@k"]["1"] <= m["pass@k"]["2"]  # pass^k ≤ pass@1 ≤ pass@k
+        assert m["pass@k"]["1"] == pytest.approx(m["asr"])
+        for b in m["by_bucket"].values():
+            assert b["ci"][0] <= b["asr"] <= b["ci"][1]
+        assert (out / m["run_dir"] / "scores.jsonl").is_file()
+    assert expert["asr"] > rand["asr"]  # the expert policy solves what the random one does not
+
+
+def test_paired_comparison_against_the_baseline(evaluated) -> None:
+    _, body, _ = evaluated
+    [c] = body["comparisons"]
+    assert (c["a"], c["b"]) == ("expert", "policy-random")
+    e, r = body["models"]["expert"]["asr"], body["models"]["policy-random"]["asr"]
+    assert c["diff"] == pytest.approx(r - e, abs=1e-6)
+    assert c["ci"][0] <= c["diff"] <= c["ci"][1]
+    assert 0.0 <= c["mcnemar"]["p_value"] <= 1.0 and 0.0 <= c["p_value"] <= 1.0
+    assert c["mdd"] > 0
+
+
+def test_summary_is_a_pure_function_of_the_stored_runs(evaluated) -> None:
+    out, body, problems = evaluated
+    config = EvalConfig.model_validate(body["config"])
+    again = summarise(out, config, problems)
+    assert json.dumps(again, sort_keys=True) == json.dumps(body, sort_keys=True)
+    assert json.loads((out / "evaluation.json").read_text()) == body
+
+
+def test_resume_keeps_finished_runs(evaluated, tmp_path: Path) -> None:
+    out, body, problems = evaluated
+    config = EvalConfig.model_validate(body["config"])
+    stamp = (out / "models" / "expert" / "scores.jsonl").stat().st_mtime_ns
+    messages: list[str] = []
+    again = evaluate_models(Path(out).parent / "cat", problems, config, out, resume=True, progress=messages.append)
+    assert (out / "models" / "expert" / "scores.jsonl").stat().st_mtime_ns == stamp
+    assert sum("kept the finished run" in m for m in messages) == 2
+    assert again["models"]["expert"]["asr"] == body["models"]["expert"]["asr"]
+
+
+def test_model_specs_are_checked() -> None:
+    assert [m.label for m in parse_models("a=policy:expert, hf:runs/x/sft/model")] == ["a", "hf-sft"]
+    with pytest.raises(ConfigError, match="used twice"):
+        parse_models("a=policy:expert,a=policy:random")
+    with pytest.raises(ConfigError, match="not a model URI"):
+        parse_models("a=expert")
+    with pytest.raises(ConfigError):
+        parse_models(" , ")
+
+
+def test_split_refuses_train_and_missing_corpus(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not held out"):
+        split_problems(f"{tmp_path}:train")
+    with pytest.raises(NotFoundError):
+        split_problems(f"{tmp_path}:eval")
+    (tmp_path / "split.json").write_text("{}")
+    with pytest.raises(DataError):
+        split_problems(f"{tmp_path}:eval", problems=tmp_path)
+
+
+def test_per_bucket_is_stratified_and_seeded(evaluated) -> None:
+    from collections import Counter
+
+    from shoparena.evaluate import per_bucket
+
+    _, _, problems = evaluated
+    picked = per_bucket(problems, 1, seed=0)
+    assert Counter(p.bucket for p in picked) == Counter({b: 1 for b in {p.bucket for p in problems}})
+    assert per_bucket(problems, 1, seed=0) == picked
+    assert [p.problem_id for p in picked] == sorted(p.problem_id for p in picked)
+    assert len(per_bucket(problems, 100)) == len(problems)
+    with pytest.raises(ConfigError):
+        per_bucket(problems, 0)
