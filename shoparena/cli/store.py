@@ -1,9 +1,9 @@
-"""``shoparena store``: export, count and verify trajectory records (SQLite or PostgreSQL, chosen by URL)."""
+"""``shoparena store``: export, count, verify and re-score trajectory records (SQLite or PostgreSQL, chosen by URL)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.table import Table
@@ -15,19 +15,22 @@ from shoparena.cli._common import (
     ms_option,
     one_of,
     output_file,
+    persistent_store,
     print_error,
     print_json,
 )
+from shoparena.types import MODES, Mode
 
 if TYPE_CHECKING:
     from shoparena.store.types import RecordQuery
+    from shoparena.validator import RescoreReport
 
 # The values of shoparena.store.types.Status / Axis (not imported: it loads SQLAlchemy on every CLI start);
 # tests/cli/test_bad_input.py checks they agree.
 STATUSES: tuple[str, ...] = ("SUCCESS", "FAILED", "TIMED_OUT")
 AXES: tuple[str, ...] = ("A", "B", "mixed", "none")
 
-app = typer.Typer(help="Export, count and verify trajectory records.", no_args_is_help=True)
+app = typer.Typer(help="Export, count, verify and re-score trajectory records.", no_args_is_help=True)
 
 StoreOpt = Annotated[str, typer.Option("--store", help="Store URL: sqlite:///path.db or postgresql://user@host/db.")]
 
@@ -136,3 +139,77 @@ def verify(
         print_error(f"{len(report.mismatches)} of {report.checked:,} records do not match their content",
                     hint="a record was changed after it was stored; see the mismatches above")
         raise typer.Exit(DataError.exit_code)
+
+
+@app.command("rescore")
+def rescore(
+    store: StoreOpt,
+    catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (its index scores the ids).")],
+    problems: Annotated[Path | None, typer.Option("--problems", help="Problem file the records were scored on "
+                                                                     "(records name their problem by id).")] = None,
+    banks: Annotated[Path | None, typer.Option("--banks", help="Saved bank set holding the records' problems "
+                                                               "(instead of, or with, --problems).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict or upstream.",
+                                      callback=one_of(MODES))] = "strict",
+    since: Annotated[str | None, typer.Option("--since", help="Only records created at or after this (ms, ISO-8601 "
+                                                             "date or RFC 3339 time).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Re-score at most N records (a later run "
+                                                                    "goes on from there).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would change; write nothing.")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the diff report here as JSON.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the diff report as JSON.")] = False,
+) -> None:
+    """Re-score stored trajectories under the current scorer and append them as new records under a new pipeline
+    version (the originals are never changed; already re-scored ones are skipped), then report what changed:
+    outcomes per bucket, per-field hit rates before → after, and examples."""
+    from shoparena.validator import rescore_records
+
+    persistent_store(store)
+    if out is not None:
+        output_file(out)
+    report = rescore_records(store, catalog, problems=problems, banks=banks, mode=cast(Mode, mode),
+                             since=ms_option(since, "--since"), limit=limit, dry_run=dry_run)
+    if out is not None:
+        report.write(out)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        _print_rescore(report)
+
+
+def _print_rescore(report: RescoreReport) -> None:
+    verb = "would append" if report.dry_run else "appended"
+    n = report.rescored if report.dry_run else report.appended
+    skipped = ", ".join(f"{k} {v:,}" for k, v in report.skipped.items()) or "none"
+    console.print(f"{report.considered:,} records read: {report.rescored:,} re-scored ({report.mode}), {verb} "
+                  f"{n:,}, {report.already_rescored:,} already re-scored, skipped: {skipped}")
+    console.print(f"outcomes changed: {report.changed:,} (gained {report.gained:,}, lost {report.lost:,}); "
+                  f"rule score moved: {report.rule_changed:,}")
+    if report.catalog_mismatch:
+        console.print(f"[yellow]{report.catalog_mismatch:,} records were first scored against another catalog[/]")
+    for key in report.pipelines:
+        console.print(f"new pipeline version: {key}")
+    pct = lambda v: "–" if v is None else f"{v:.1%}"  # noqa: E731
+    if report.by_bucket:
+        table = Table(title="by bucket", title_justify="left")
+        for col in ("bucket", "re-scored", "changed", "gained", "lost", "ASR before", "ASR after"):
+            table.add_column(col, justify="left" if col == "bucket" else "right")
+        for name, b in report.by_bucket.items():
+            table.add_row(name, f"{b.rescored:,}", f"{b.changed:,}", f"{b.gained:,}", f"{b.lost:,}",
+                          pct(b.asr_before), pct(b.asr_after))
+        console.print(table)
+        table = Table(title="hit rates by axis", title_justify="left")
+        for col in ("axis", "before", "after"):
+            table.add_column(col, justify="left" if col == "axis" else "right")
+        for name, a in report.by_axis.items():
+            table.add_row(name, pct(a.rate_before), pct(a.rate_after))
+        console.print(table)
+    if report.examples:
+        table = Table(title="examples", title_justify="left")
+        for col in ("record", "problem", "success", "rule"):
+            table.add_column(col)
+        for e in report.examples:
+            rule_before = "–" if e.rule_before is None else f"{e.rule_before:.3f}"
+            table.add_row(e.record_id[:16], e.problem_id, f"{e.success_before} → {e.success_after}",
+                          f"{rule_before} → {e.rule_after:.3f}")
+        console.print(table)

@@ -13,6 +13,7 @@ from shoparena._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from shoparena.validator.core import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig, evaluate
+    from shoparena.validator.rescore import RescoreReport, rescore_records
     from shoparena.validator.run import RunConfig, RunSummary, run_agents
     from shoparena.validator.sandbox import get_sandbox
     from shoparena.validator.sandbox.types import SandboxLimits
@@ -26,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "get_sandbox": "sandbox",
     "LocalWork": "worker",
     "ProblemLine": "core",
+    "RescoreReport": "rescore",
+    "rescore_records": "rescore",
     "RunConfig": "run",
     "run_agents": "run",
     "RunSummary": "run",
@@ -36,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     "WorkSource": "worker",
 }
 __all__ = [
-    "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "RunConfig", "RunSummary", "SandboxLimits", "ValidatorConfig",
-    "WorkSource", "evaluate", "get_sandbox", "run_agents", "work_once", "work_until_empty"
+    "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "RescoreReport", "RunConfig", "RunSummary", "SandboxLimits",
+    "ValidatorConfig", "WorkSource", "evaluate", "get_sandbox", "rescore_records", "run_agents", "work_once", "work_until_empty"
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
