@@ -37,6 +37,8 @@ class MinerProfile(BaseModel):
     """Day (0-based) on which the miner resubmits an improved version."""
     improved_model: str | None = None
     improved_strategy: Strategy | None = None
+    join_day: int = 0
+    """Day (0-based) of the miner's first submission: an entrant that joins a running subnet later."""
 
     def version(self, day: int) -> tuple[Strategy, str]:
         """The (strategy, model) this miner runs on ``day``."""

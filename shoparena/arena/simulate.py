@@ -22,11 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.arena.config import DAY_S, ArenaConfig
 from shoparena.arena.population import MinerProfile, agent_source, default_population
 from shoparena.clock import ManualClock
+from shoparena.errors import ConfigError
 
 __all__ = ["SimulationConfig", "SimulationResult", "simulate"]
 
@@ -56,6 +57,9 @@ class SimulationConfig(BaseModel):
     judge: str = "rubric"
     workers: int | None = None
     flaky_validator: bool = True
+    entrants: list[MinerProfile] = Field(default_factory=list)
+    """Miners beside the default population, e.g. a distilled model entered on its ``join_day``
+    (``shoparena loop``); their models are added to the validators' gateway allowlist."""
 
 
 class DayStats(BaseModel):
@@ -80,6 +84,8 @@ class SimulationResult(BaseModel):
     races: list[dict[str, Any]]
     winners: list[dict[str, Any]]
     leaderboard: list[dict[str, Any]]
+    versions: list[dict[str, Any]] = []
+    """Every submitted version of every miner with its state (the leaderboard lists the ELIGIBLE ones only)."""
     weights: dict[str, Any]
     emissions: dict[str, Any]
     trajectories: dict[str, Any]
@@ -132,7 +138,12 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
     for i, v in enumerate(validators):
         chain.register(v.hotkey_ss58, v.coldkey_ss58)
         chain.add_stake(v.hotkey_ss58, 100_000.0 * (i + 1))
-    profiles = default_population(cfg.miners, cfg.seed)
+    profiles = default_population(cfg.miners, cfg.seed) + list(cfg.entrants)
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"miner names must be unique: {sorted({n for n in names if names.count(n) > 1})}")
+    models = tuple(dict.fromkeys((*POLICY_MODELS, *(m for p in cfg.entrants
+                                                      for m in (p.model, p.improved_model) if m))))
     miners = {p.name: new_identity(p.name, cfg.seed) for p in profiles}
     for ident in miners.values():
         chain.register(ident.hotkey_ss58, ident.coldkey_ss58)
@@ -141,7 +152,7 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
                             required_successes=min(2, cfg.validators), max_attempts=max(2, cfg.validators),
                             lease_s=2 * cfg.step_s, cooldown_s=12 * 3600.0)
     sandbox = cfg.sandbox if cfg.sandbox != "bubblewrap" or shutil.which("bwrap") else "process"
-    vcfgs = [ValidatorConfig(model="policy:careful", models=POLICY_MODELS, judge=cfg.judge, sandbox=sandbox,
+    vcfgs = [ValidatorConfig(model="policy:careful", models=models, judge=cfg.judge, sandbox=sandbox,
                              allow_non_hermetic=sandbox == "process", workers=cfg.workers,
                              validator_hotkey=v.hotkey_ss58) for v in validators]
     leaked = [p for p in banks.open_problems()][:20]  # what the answer-table cheat pastes into its file
@@ -200,8 +211,10 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
 
 def _submit(arena: Any, prof: MinerProfile, hotkey: str, day: int, leaked: list[Any],
             log: list[dict[str, Any]]) -> None:
+    if day < prof.join_day:
+        return  # not in the subnet yet
     strategy, model = prof.version(day)
-    if day > 0 and prof.version(day - 1) == (strategy, model):
+    if day > prof.join_day and prof.version(day - 1) == (strategy, model):
         return  # nothing new to submit
     res = arena.submit(hotkey, prof.name, agent_source(prof, day, leaked=leaked))
     log.append({"day": day, "miner": prof.name, "strategy": strategy, "model": model,
@@ -256,6 +269,9 @@ def _summary(cfg: SimulationConfig, arena: Any, chain: Any, store: Any, store_ur
                 "promoted": r["promoted"]} for r in races if r["status"] == "RACE_COMPLETE"]
     board = [{**row.model_dump(mode="json"), "miner": by_hotkey.get(row.miner_hotkey, row.miner_hotkey)}
              for row in rows]
+    versions = [{"miner": name, "agent_name": a.agent_name, **v.model_dump(mode="json")}
+                for name, ident in miners.items() for a in arena.agents(ident.hotkey_ss58)
+                for v in arena.versions(ident.hotkey_ss58, a.agent_id)]
     named = {by_hotkey.get(hk, hk): round(v, 4) for hk, v in sorted(emissions.items(), key=lambda kv: -kv[1]) if v}
     stats = store.stats()
     firehose = {"total": stats.records, "by_axis": stats.by_axis, "by_bucket": stats.by_bucket,
@@ -266,7 +282,7 @@ def _summary(cfg: SimulationConfig, arena: Any, chain: Any, store: Any, store_ur
         config=cfg, sandbox=sandbox,
         miners=[{"name": p.name, "strategy": p.strategy, "model": p.model, "improves_on_day": p.improve_day,
                  "improved_model": p.improved_model, "hotkey": miners[p.name].hotkey_ss58} for p in profiles],
-        submissions=submissions, races=races, winners=winners, leaderboard=board, weights=weights,
+        submissions=submissions, races=races, winners=winners, leaderboard=board, versions=versions, weights=weights,
         emissions={"owner": round(owner_emission, 4), "by_participant": named, "block": chain.block},
         trajectories=firehose, days=days, events=events, store=store_url,
         wall_s=round(time.perf_counter() - t_start, 1),

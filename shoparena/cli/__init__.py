@@ -31,6 +31,8 @@ from shoparena.cli import (
     train,
     validate,
 )
+from shoparena.cli import evaluate as evaluate_cli
+from shoparena.cli import loop as loop_cli
 from shoparena.cli import models as models_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli._common import print_error
@@ -58,6 +60,8 @@ app.command("search")(search.search)
 app.command("score")(score.score)
 app.command("demo")(demo.demo)
 app.command("train")(train.train)
+app.command("evaluate")(evaluate_cli.evaluate)
+app.command("loop")(loop_cli.loop)
 
 
 try:  # typer vendors its own click; a plain click may still raise from third-party callbacks

@@ -160,12 +160,9 @@ def _corpus(out: Path) -> None:
 
 def _train(out: Path, seed: int) -> None:
     import contextlib
-    import json
     import sys
 
-    from shoparena.tasks import load_problems
     from shoparena.train.recipe import load_recipe, run_recipe
-    from shoparena.validator import RunConfig, run_agents
 
     arena, corpus = out / "arena", out / "corpus"
     console.print("[bold cyan]9. train[/] the tiny recipe on the corpus: SFT → rejection-sampled re-SFT → teacher "
@@ -182,22 +179,22 @@ def _train(out: Path, seed: int) -> None:
         table.add_row(r.stage, str(r.steps), "–" if first is None or last is None else f"{first:.3f} → {last:.3f}",
                       f"{r.seconds:.1f}", r.checkpoint_sha256[:12])
     console.print(table)
-    split = json.loads((corpus / "split.json").read_text())
-    held_out = set(split["partitions"]["eval"]["clusters"])
-    bank = sorted((arena / "banks").glob("problems-*.jsonl"))
-    problems = [p for f in bank for p in load_problems(f) if split["clusters"].get(p.problem_id) in held_out][:4]
-    if not problems:
-        console.print("[yellow]no held-out problem to evaluate the trained model on[/]")
-        return
-    model = f"hf:{manifest.final_model}"
-    summary = run_agents(arena / "catalog", problems, RunConfig(agent="react", model=model, seed=seed,
-                                                               timeout_s=120.0), out / "runs" / "react-trained-tiny")
-    console.print(f"   trained tiny model on {summary.n_problems} held-out problems (react, strict): ASR "
-                  f"{summary.asr:.2f}, statuses {summary.statuses}, {summary.calls.get('inference', 0)} LLM calls, "
-                  f"{summary.seconds:.1f} s")
     console.print(f"[dim]retrain: shoparena train tiny --corpus {corpus} --catalog {arena / 'catalog'} --out "
-                  f"{out / 'train'}; evaluate: shoparena run --agent react --model {model} --catalog "
-                  f"{arena / 'catalog'} --problems FILE[/]")
+                  f"{out / 'train'}[/]")
+
+
+def _loop(out: Path, seed: int) -> None:
+    from shoparena.evaluate.loop import LoopConfig, render_loop, run_loop
+
+    console.print("[bold cyan]10. the loop closes[/]: the trained model evaluated on held-out problems beside its "
+                  "base (bootstrap CIs, paired test, report), then served over the OpenAI API and entered into the "
+                  "arena as a new miner for one more simulated day")
+    cfg = LoopConfig(out=str(out), days=2, race_days=1, recipe="tiny", seed=seed, reuse=True, eval_per_bucket=1,
+                     eval_samples=2, timeout_s=30)
+    body = run_loop(cfg, progress=lambda m: console.print(f"   [dim]{m}[/]"))
+    console.print(render_loop(body))
+    console.print(f"[dim]report: {out / 'eval' / 'report.html'}; the whole loop from scratch: shoparena loop --days 2 "
+                  f"--recipe tiny --out DIR[/]")
 
 
 def demo(
@@ -301,6 +298,9 @@ def demo(
     # 8. the corpus of the simulated days: normalise → filter → rewrite axis B → split by leak cluster → export
     _corpus(out)
 
-    # 9. a tiny training pass over that corpus (all five stages), and the trained model evaluated on held-out problems
+    # 9. a tiny training pass over that corpus (all five stages)
     _train(out, seed)
+
+    # 10. the loop closes: held-out evaluation + report, then the trained model served and raced as a new miner
+    _loop(out, seed)
     console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")

@@ -153,8 +153,11 @@ def _train_tokenizer(vocab_size: int):  # -> tokenizers.Tokenizer
 
 def build_tiny_qwen3(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 1024, hidden: int = 64,
                      layers: int = 2, heads: int = 4, kv_heads: int = 2, intermediate: int = 128,
-                     max_positions: int = 8192) -> Path:
+                     max_positions: int = 8192, max_new_tokens: int | None = 96) -> Path:
     """Write a tiny Qwen3 (config, safetensors weights, tokenizer, chat template) to ``out_dir``; return it.
+
+    ``max_new_tokens`` goes to ``generation_config.json``: the per-turn cap the ``hf:`` backend serves it with (an
+    untrained model otherwise babbles until the run's whole token budget, every turn of a 30-step episode).
 
     ``vocab_size`` is the BPE training target (the small corpus may stop short of it); the model's vocabulary is
     exactly the tokenizer's. Loads with ``AutoTokenizer`` / ``AutoModelForCausalLM.from_pretrained(out_dir)``.
@@ -188,6 +191,8 @@ def build_tiny_qwen3(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 10
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)
     model.generation_config.eos_token_id = [ids("<|im_end|>"), ids("<|endoftext|>")]
+    if max_new_tokens is not None:
+        model.generation_config.max_new_tokens = max_new_tokens
     model.save_pretrained(out)
     return out
 

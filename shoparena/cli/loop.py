@@ -1,0 +1,45 @@
+"""``shoparena loop``: arena days → corpus → training → held-out evaluation → the trained model served and raced
+as a new miner (:mod:`shoparena.evaluate.loop`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from shoparena.cli._common import console, one_of, print_json
+
+
+def loop(
+    out: Annotated[Path, typer.Option("--out", help="Working directory (arena/, corpus/, train/, eval/, "
+                                                    "arena-loop/, loop.json, loop.md).")],
+    days: Annotated[int, typer.Option("--days", min=1, help="Simulated days before training.")] = 1,
+    race_days: Annotated[int, typer.Option("--race-days", min=1, help="Days the trained model races after "
+                                                                      "joining.")] = 1,
+    recipe: Annotated[str, typer.Option("--recipe", help="Training recipe: tiny, cpu-mini, paper or a YAML "
+                                                         "file.")] = "tiny",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of everything.")] = 0,
+    miners: Annotated[int, typer.Option("--miners", min=1, help="Simulated miner teams.")] = 6,
+    validators: Annotated[int, typer.Option("--validators", min=1, help="Simulated validators.")] = 3,
+    per_bucket: Annotated[int, typer.Option("--per-bucket", min=1, help="Held-out problems per bucket.")] = 2,
+    n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per held-out problem.")] = 2,
+    serve: Annotated[str, typer.Option("--serve", help="hf or llamacpp: how the trained model is served.",
+                                       callback=one_of(("hf", "llamacpp")))] = "hf",
+    sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap (default) or process (not isolated).")]
+    = "bubblewrap",
+    as_json: Annotated[bool, typer.Option("--json", help="Print loop.json.")] = False,
+) -> None:
+    """Close the loop offline: simulated arena days, their corpus, a training run, the trained model evaluated on
+    held-out problems beside its base, then served and entered into the arena as a new miner for more days."""
+    from shoparena.evaluate.loop import LoopConfig, render_loop, run_loop
+
+    cfg = LoopConfig(out=str(out), days=days, race_days=race_days, recipe=recipe, seed=seed, miners=miners,
+                     validators=validators, eval_per_bucket=per_bucket, eval_samples=n, serve=serve,  # type: ignore[arg-type]
+                     sandbox=sandbox)
+    body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
+    if as_json:
+        print_json(body)
+        return
+    console.print(render_loop(body))
+    console.print(f"[dim]→ {out}/loop.json, {out}/loop.md, report: {out}/eval/report.html[/]")
