@@ -96,9 +96,9 @@ def test_lazy_entry_with_a_missing_dependency_gives_the_install_hint(tmp_path: P
 def test_model_backends_are_lazy_until_used() -> None:
     """Listing the schemes imports no backend module (so neither transformers nor torch)."""
     code = ("import sys\nfrom shoparena.llm.types import backend_schemes, get_backend\n"
-            "assert backend_schemes() == ['hf', 'openai', 'policy'], backend_schemes()\n"
-            "heavy = ['shoparena.llm.hf_backend', 'shoparena.llm.openai_backend', 'shoparena.llm.policies',"
-            " 'torch']\n"
+            "assert backend_schemes() == ['hf', 'llamacpp', 'openai', 'policy'], backend_schemes()\n"
+            "heavy = ['shoparena.llm.hf_backend', 'shoparena.llm.llamacpp_backend', 'shoparena.llm.openai_backend',"
+            " 'shoparena.llm.policies', 'torch', 'llama_cpp']\n"
             "assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]\n"
             "get_backend('policy:expert')\n"
             "assert 'shoparena.llm.policies' in sys.modules\n"
