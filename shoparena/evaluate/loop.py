@@ -106,6 +106,7 @@ def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) 
     from shoparena.train.recipe import load_recipe, run_recipe
 
     say = progress or (lambda _m: None)
+    recipe, text = load_recipe(cfg.recipe)  # a bad recipe fails before any simulated day
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -136,7 +137,6 @@ def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) 
         funnel = list(report.stages)
     t = lap("corpus", t)
     # 3. training
-    recipe, text = load_recipe(cfg.recipe)
     say(f"3/6 train {recipe.name}: {' → '.join(recipe.stages)}")
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their log dicts
         manifest = run_recipe(recipe, out / "corpus", out / "train", catalog_dir=arena / "catalog", recipe_text=text,
