@@ -16,6 +16,10 @@ def _fmt(x: float, ci: list[float] | None) -> str:
     return f"{x:.3f}" if not ci else f"{x:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
+def _opt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
 def evaluate(
     model: Annotated[str, typer.Option("--model", help="Models, comma-separated: URI or LABEL=URI (the first is "
                                                        "the baseline of the paired comparisons).")],
@@ -44,6 +48,11 @@ def evaluate(
     report: Annotated[bool, typer.Option("--report", help="Also write report.md and report.html.")] = False,
     train_manifest: Annotated[Path | None, typer.Option("--train", help="A training run's manifest.json (or "
                                                                         "its directory) for the report.")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge every stored episode: rubric, "
+                                                                     "llm:<model-uri>[,…] or LABEL=SPEC; repeat "
+                                                                     "for a panel (Fleiss' κ).")] = None,
+    judge_gate: Annotated[float, typer.Option("--judge-gate", help="Judge score that passes the gate.",
+                                              callback=finite(0.0))] = 0.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print evaluation.json.")] = False,
 ) -> None:
     """Evaluate models on held-out problems: ASR per bucket / axis, pass@k, pass^k with bootstrap 95 % CIs, and
@@ -53,11 +62,21 @@ def evaluate(
     5 an openai: server unreachable.
     """
     from shoparena.errors import ConfigError
-    from shoparena.evaluate import EvalConfig, evaluate_models, parse_models, per_bucket, split_problems
+    from shoparena.evaluate import (
+        EvalConfig,
+        evaluate_models,
+        parse_judges,
+        parse_models,
+        per_bucket,
+        split_problems,
+    )
     from shoparena.tasks import load_problems
 
     if problems is None and split is None:
         raise ConfigError("give --problems FILE or --split CORPUS_DIR:eval|never_touch")
+    if judge_gate > 1.0:
+        raise ConfigError(f"--judge-gate {judge_gate:g}: judge scores lie in [0, 1]")
+    judges = parse_judges(judge or [])
     loaded = split_problems(split, problems=problems) if split else load_problems(problems)  # type: ignore[arg-type]
     source = split or str(problems)
     if per_bucket_k is not None:
@@ -68,7 +87,7 @@ def evaluate(
         source += f" (first {limit})"
     config = EvalConfig(models=parse_models(model), agent=agent, n_samples=n, temperature=temperature, seed=seed,
                         concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
-                        problem_set=source)
+                        problem_set=source, judges=judges, judge_gate=judge_gate)
     body = evaluate_models(catalog, loaded, config, out, resume=resume,
                            progress=None if as_json else (lambda m: console.print(f"[dim]{m}[/]")))
     if report:
@@ -93,4 +112,17 @@ def evaluate(
         console.print(f"{c['b']} − {c['a']}: {c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
                       f"(bootstrap p {c['p_value']:.3g}; McNemar {c['mcnemar']['b_only']}/{c['mcnemar']['a_only']} "
                       f"p {c['mcnemar']['p_value']:.3g}; MDD {c['mdd']:.3f})")
+    if "judges" in body:
+        for label, m in body["models"].items():
+            for j, f in m["judges"].items():
+                if j == "panel":
+                    continue
+                c = f["confusion"]
+                console.print(f"{label} × judge {j}: {f['usable']} verdicts ({f['failed']} failed), gate pass "
+                              f"{_opt(f['pass_rate'])}, rule×judge ✓✓ {c['rule_pass_judge_pass']} ✓✗ "
+                              f"{c['rule_pass_judge_fail']} ✗✓ {c['rule_fail_judge_pass']} ✗✗ "
+                              f"{c['rule_fail_judge_fail']}, κ vs rule {_opt(f['kappa_vs_rule'])}")
+        panel = body["judges"].get("panel")
+        if panel:
+            console.print(f"judge panel: Fleiss' κ {_opt(panel['fleiss_kappa'])} over {panel['items']} episodes")
     console.print(f"[dim]→ {out}/evaluation.json[/]")

@@ -11,5 +11,9 @@ from shoparena.evaluate.core import (
     split_problems,
     summarise,
 )
+from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary, parse_judges
 
-__all__ = ["FORMAT", "EvalConfig", "ModelEntry", "evaluate_models", "parse_models", "per_bucket", "split_problems", "summarise"]
+__all__ = [
+    "FORMAT", "EvalConfig", "JudgeEntry", "ModelEntry", "evaluate_models", "judge_run", "judge_summary",
+    "parse_judges", "parse_models", "per_bucket", "split_problems", "summarise",
+]

@@ -10,7 +10,8 @@ Per model: ASR (3-bucket, strict denominator: every problem of the set counts), 
 price / service / SKU & attributes: Σ hits / Σ totals over the reward items), ground-truth rate, unbiased pass@k and
 pass^k for every k ≤ n, each with a percentile bootstrap 95 % interval over problems (seeded). Between models on
 the same problems: the paired bootstrap of the ASR difference, the exact McNemar test on per-problem success and the
-minimum detectable difference (:mod:`shoparena.evaluate.stats`). The JSON schema is ``shoparena-evaluation/1``,
+minimum detectable difference (:mod:`shoparena.evaluate.stats`). With judges, every stored episode is judged after
+the runs and the rule × judge confusion and κ join the summary (:mod:`shoparena.evaluate.judging`). The JSON schema is ``shoparena-evaluation/1``,
 documented in ``docs/evaluate.md``.
 """
 
@@ -28,13 +29,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary
 from shoparena.evaluate.stats import (
     majority_success,
     mcnemar_exact,
     min_detectable_difference,
     paired_bootstrap,
 )
-from shoparena.scoring.metrics import bootstrap_ci, pass_at_k, pass_hat_k
+from shoparena.scoring.metrics import bootstrap_ci, strict_pass
 from shoparena.scoring.types import FIELDS
 from shoparena.tasks.types import ASR_BUCKETS, Problem
 
@@ -44,6 +46,8 @@ __all__ = [
 ]
 
 FORMAT = "shoparena-evaluation/1"
+JUDGE_GATE = 0.5
+"""The corpus filter's judge gate (``FilterConfig.min_judge_score``), pinned equal by a test."""
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -71,6 +75,10 @@ class EvalConfig(BaseModel):
     problem_set: str = "problems"
     """Where the problems came from (a file, or ``CORPUS:eval`` / ``CORPUS:never_touch``)."""
     n_resamples: int = Field(10000, ge=100)
+    judges: list[JudgeEntry] = Field(default_factory=list)
+    """Judges that judge every stored episode after the runs (:mod:`shoparena.evaluate.judging`)."""
+    judge_gate: float = Field(JUDGE_GATE, ge=0.0, le=1.0)
+    """A verdict passes the judge gate at this score (the corpus filter's ``min_judge_score`` default)."""
 
 
 def _slug(uri: str) -> str:
@@ -237,8 +245,8 @@ def _model_summary(rows: list[dict[str, Any]], problems: Sequence[Problem], n_sa
     out["by_axis"] = by_axis
     pk, ph = {}, {}
     for k in range(1, n_samples + 1):
-        at = [pass_at_k(n, c, k) if n >= k else (pass_at_k(k, c, k) if n else 0.0) for n, c in counts]
-        hat = [pass_hat_k(n, c, k) if n >= k else (pass_hat_k(k, c, k) if n else 0.0) for n, c in counts]
+        at = [strict_pass(n, c, k) for n, c in counts]
+        hat = [strict_pass(n, c, k, hat=True) for n, c in counts]
         pk[str(k)] = round(float(np.mean(at)), 6)
         ph[str(k)] = round(float(np.mean(hat)), 6)
         ci[f"pass@{k}"] = _ci(at, seed, n_resamples)
@@ -277,12 +285,20 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
     pairs = [(labels[0], b) for b in labels[1:]] + [(labels[i - 1], labels[i]) for i in range(2, len(labels))]
     comparisons = [_comparison(a, b, rates[a], rates[b], order, config.seed, config.n_resamples)
                    for a, b in dict.fromkeys(pairs)]
+    judges: dict[str, Any] | None = None
+    if config.judges:
+        per_model, judges = judge_summary({label: root / "models" / label for label in labels}, config.judges,
+                                          config.judge_gate)
+        for label in labels:
+            models[label]["judges"] = per_model[label]
     body = {
         "format": FORMAT, "config": config.model_dump(mode="json"),
         "problems": {"n": len(order), "ids": order,
                      "by_bucket": {b: sum(1 for p in problems if p.bucket == b) for b in ASR_BUCKETS}},
         "models": models, "comparisons": comparisons,
     }
+    if judges is not None:
+        body["judges"] = judges
     from shoparena._io import atomic_write
 
     with atomic_write(root / "evaluation.json", "w") as fh:
@@ -314,10 +330,15 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
         t0 = time.perf_counter()
         if progress:
             progress(f"{m.label}: {m.uri} on {len(problems)} problems × {config.n_samples}")
-        s = run_agents(catalog, problems, rc, run_dir)
+        s = run_agents(catalog, problems, rc, run_dir, resume=resume)  # an interrupted run keeps its episodes
         (run_dir / "problems.json").write_text(json.dumps([p.problem_id for p in problems]) + "\n", encoding="utf-8")
         if progress:
             progress(f"{m.label}: ASR {s.asr:.3f} in {time.perf_counter() - t0:.0f} s")
+    for m in config.models:
+        for j in config.judges:  # verdicts of unchanged rollouts by the same judge are kept
+            if progress:
+                progress(f"{m.label}: judging with {j.label} ({j.spec})")
+            judge_run(root / "models" / m.label, problems, j)
     return summarise(root, config, problems)
 
 

@@ -297,6 +297,40 @@ def _comparisons(doc: _Doc, body: dict[str, Any]) -> None:
                     "McNemar p", "MDD", "Problems", "Separable"], rows))
 
 
+def _judges(doc: _Doc, body: dict[str, Any]) -> None:
+    if "judges" not in body:
+        return
+    judges = _obj(body["judges"], "judges")
+    gate = _num(judges.get("gate"), "judges.gate")
+    specs = _obj(judges.get("specs", {}), "judges.specs")
+    doc.add(_Heading(2, "Judges"),
+            _Para(f"Every SUCCESS episode judged after the runs; a verdict passes the judge gate at score ≥ {gate:g}. "
+                  "Confusion: rule success (rows) × judge gate (columns) over the episodes with a usable verdict; "
+                  "κ: Cohen's κ of rule success and the judge gate. Failed verdicts are counted, never scored."))
+    rows = []
+    for label, m in body["models"].items():
+        per = _obj(m.get("judges", {}), f"models.{label}.judges")
+        for j in specs:
+            f = _obj(per.get(j), f"models.{label}.judges.{j}")
+            c = _obj(f.get("confusion"), f"models.{label}.judges.{j}.confusion")
+            rows.append([label, j, str(f.get("usable", "?")), str(f.get("failed", "?")),
+                         _maybe(f.get("pass_rate"), ".3f"), _maybe(f.get("mean_score"), ".3f"),
+                         f"{c.get('rule_pass_judge_pass', '?')} / {c.get('rule_pass_judge_fail', '?')} / "
+                         f"{c.get('rule_fail_judge_pass', '?')} / {c.get('rule_fail_judge_fail', '?')}",
+                         _maybe(c.get("agreement"), ".3f"), _maybe(f.get("kappa_vs_rule"), ".3f")])
+    doc.add(_Table(["Model", "Judge", "Verdicts", "Failed", "Gate pass", "Mean score",
+                    "Rule ✓ judge ✓ / rule ✓ judge ✗ / rule ✗ judge ✓ / rule ✗ judge ✗", "Agreement",
+                    "κ vs rule"], rows, text=(0, 1)))
+    panel = judges.get("panel")
+    if isinstance(panel, dict):
+        pairs = _obj(panel.get("cohen_kappa", {}), "judges.panel.cohen_kappa")
+        doc.add(_Para(f"Panel of {len(specs)} judges over {panel.get('items', '?')} episodes every judge "
+                      f"scored: Fleiss' κ {_maybe(panel.get('fleiss_kappa'), '.3f')} on the gate, "
+                      f"{_maybe(panel.get('fleiss_kappa_score'), '.3f')} on the five scores; Cohen's κ by pair: "
+                      + (", ".join(f"{k.replace('|', ' × ')} {_maybe(v, '.3f')}" for k, v in pairs.items()) or "–")
+                      + "."))
+
+
 def _train_section(doc: _Doc, train: dict[str, Any], source: Path) -> list[dict[str, Any]]:
     doc.add(_Heading(2, "Training progression"))
     doc.add(_Para(f"Recipe {train['recipe']} (sha256 {train['recipe_sha256'][:_HASH_CHARS]}) from base "
@@ -580,6 +614,7 @@ def write_report(out: str | os.PathLike[str], *, train_manifest: str | os.PathLi
                 image("report_buckets.png", "ASR per bucket with 95 % intervals", _plot_buckets(body, buckets))
                 image("report_passk.png", "pass@k and pass^k curves", _plot_passk(body))
             _comparisons(doc, body)
+            _judges(doc, body)
         except DataError as exc:
             raise DataError(f"{evaluation}: {exc.message}") from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
