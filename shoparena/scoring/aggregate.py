@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shoparena.errors import ConfigError
-from shoparena.scoring.metrics import bootstrap_ci, default_ks, pass_at_k, pass_hat_k
+from shoparena.scoring.metrics import bootstrap_ci, default_ks, strict_pass
 from shoparena.scoring.types import FIELDS, BucketReport, ProblemScore, ScoreReport
 from shoparena.tasks.types import ASR_BUCKETS
 from shoparena.types import Mode
@@ -115,13 +115,10 @@ def _report(probs: list[_Problem], mode: Mode, size: int | None, bucket: str | N
 
 
 def _pass_values(probs: list[_Problem], mode: Mode, size: int | None, k: int, hat: bool) -> list[float]:
-    fn = pass_hat_k if hat else pass_at_k
     values = []
     for p in probs:
-        if p.n >= k:
-            values.append(fn(p.n, p.c, k))
-        elif mode == "strict":
-            values.append(fn(k, p.c, k) if p.n else 0.0)
+        if p.n >= k or mode == "strict":
+            values.append(strict_pass(p.n, p.c, k, hat=hat))
     if mode == "strict" and size is not None and size > len(probs):
         values.extend([0.0] * (size - len(probs)))
     return values

@@ -39,6 +39,16 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return float(Fraction(comb(c, k), comb(n, k)))
 
 
+def strict_pass(n: int, c: int, k: int, *, hat: bool = False) -> float:
+    """pass@k (``hat``: pass^k) of one problem under the strict denominator: a problem with fewer than ``k``
+    scored samples has its missing samples counted as failures (``n`` < ``k`` → computed over ``k`` samples with
+    the same ``c`` successes); a problem without any scored sample is 0."""
+    fn = pass_hat_k if hat else pass_at_k
+    if n >= k:
+        return fn(n, c, k)
+    return fn(k, c, k) if n else 0.0
+
+
 def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
     """Mean pass@k over problems given ``(n, c)`` per problem."""
     values = [pass_at_k(n, c, k) for n, c in counts]

@@ -11,6 +11,7 @@ from shoparena.scoring.metrics import (
     mean_pass_hat_k,
     pass_at_k,
     pass_hat_k,
+    strict_pass,
 )
 
 
@@ -83,3 +84,16 @@ def test_bootstrap_rejects_empty_and_bad_confidence() -> None:
         bootstrap_ci([])
     with pytest.raises(ValueError):
         bootstrap_ci([1.0], confidence=1.0)
+
+
+@pytest.mark.parametrize(("n", "c", "k", "hat", "expected"), [
+    (4, 1, 2, False, 1 - 3 / 6),   # enough samples: the unbiased estimate itself
+    (1, 1, 2, False, 1.0),         # 1 of 2 samples scored, a success: padded to 2, 1 − C(1,2)/C(2,2) = 1
+    (1, 1, 2, True, 0.0),          # pass^2: the missing sample counts as a failure
+    (2, 0, 4, False, 0.0),         # padded to 4 with no success
+    (2, 1, 3, True, 0.0),          # padded to 3 with 1 success: C(1,3)/C(3,3) = 0
+    (3, 2, 4, True, 0.0),          # C(2,4) = 0
+    (0, 0, 3, False, 0.0),         # no scored sample
+])
+def test_strict_pass_counts_missing_samples_as_failures(n: int, c: int, k: int, hat: bool, expected: float) -> None:
+    assert strict_pass(n, c, k, hat=hat) == pytest.approx(expected, abs=1e-15)
