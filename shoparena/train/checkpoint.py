@@ -4,6 +4,7 @@ into ``out_dir/model``, hashing the weights, and writing ``out_dir/stage.json``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -20,10 +21,15 @@ __all__ = [
     "import_torch_stack",
     "last_checkpoint",
     "load_model",
+    "load_stage",
     "loss_metrics",
+    "mark_stage_key",
     "peft_config",
     "save_stage",
+    "stage_key",
+    "stage_key_matches",
     "trainer_args",
+    "write_stage",
 ]
 
 
@@ -112,14 +118,52 @@ def write_stage(out_dir: Path, result: StageResult) -> StageResult:
     return result
 
 
-def load_stage(out_dir: str | os.PathLike[str]) -> StageResult | None:
-    """A finished stage's result, or ``None`` when ``stage.json`` is missing, unreadable, or its checkpoint's hash
-    no longer matches (so ``--resume`` reruns it)."""
+KEY_FILE = "stage-key.txt"
+"""Written when a stage starts: the key of what it is being made from (its checkpoints belong to that key)."""
+
+
+def stage_key(stage: str, config: Any, input_sha256: str, corpus_sha256: str | None) -> str:
+    """sha256 of everything a stage's result depends on besides the code: its name, its config (a pydantic model
+    or a dict), the hash of its input checkpoint and the corpus manifest hash."""
+    import json
+
+    cfg = config.model_dump(mode="json") if hasattr(config, "model_dump") else config
+    blob = json.dumps({"stage": stage, "config": cfg, "input": input_sha256, "corpus": corpus_sha256},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def stage_key_matches(out_dir: str | os.PathLike[str], key: str) -> bool:
+    """Whether the stage directory's checkpoints were started for ``key`` (no key file: a fresh directory or one
+    written before keys existed, which is trusted)."""
+    path = Path(out_dir) / KEY_FILE
+    try:
+        return path.read_text(encoding="utf-8").strip() == key
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def mark_stage_key(out_dir: str | os.PathLike[str], key: str) -> None:
+    from shoparena._io import atomic_write
+
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    with atomic_write(Path(out_dir) / KEY_FILE, "w") as fh:
+        fh.write(key + "\n")
+
+
+def load_stage(out_dir: str | os.PathLike[str], key: str | None = None) -> StageResult | None:
+    """A finished stage's result, or ``None`` when ``stage.json`` is missing, unreadable, its checkpoint's hash
+    no longer matches, or (with ``key``) it was made from another config, input or corpus (so ``--resume`` reruns
+    it). A result written before keys existed carries none and is trusted."""
     path = Path(out_dir) / STAGE_FILE
     if not path.is_file():
         return None
     try:
         result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
+        if key is not None and result.key_sha256 is not None and result.key_sha256 != key:
+            return None
         if checkpoint_sha256(result.model_dir) != result.checkpoint_sha256:
             return None
     except (ValueError, OSError, DataError):

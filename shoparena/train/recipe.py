@@ -1,7 +1,8 @@
 """Recipes: a base model and the five stages' configs in one YAML file (built-ins in ``shoparena/train/recipes/``),
 and :func:`run_recipe`, which chains the stages over a corpus (each stage's ``model/`` is the next one's input),
-skips finished stages on ``resume`` (their ``stage.json`` present, their checkpoint hash still valid, and every
-stage before them skipped too; the first stage that runs continues from its last checkpoint) and
+skips finished stages on ``resume`` (their ``stage.json`` present, their checkpoint hash still valid, their key
+— config, input checkpoint and corpus — unchanged, and every stage before them skipped too; the first stage that
+runs continues from its last checkpoint when that was started with the same key) and
 writes ``out_dir/manifest.json`` atomically after every stage: corpus manifest hash, recipe text and hash,
 package versions, seeds, each stage's result and checkpoint hash, wall time.
 
@@ -22,7 +23,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shoparena.errors import ConfigError, NotFoundError
-from shoparena.train.checkpoint import checkpoint_sha256, load_stage
+from shoparena.train.checkpoint import (
+    checkpoint_sha256,
+    load_stage,
+    mark_stage_key,
+    stage_key,
+    stage_key_matches,
+    write_stage,
+)
 from shoparena.train.rs import RSConfig
 from shoparena.train.sft import SFTConfig
 from shoparena.train.teacher import TeacherConfig
@@ -224,15 +232,25 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     sft_rows, eval_rows = _rows(corpus, "sft_train"), _rows(corpus, "sft_eval")
     problems = problems_of_rows(_rows(corpus, "grpo_train")) if {"rs", "teacher"} & set(chosen) else []
     chain_intact = resume  # a stage is skipped only while every stage before it was too (same input)
+    input_sha = manifest.base_sha256
     for name in chosen:
         sdir = out / name
-        done = load_stage(sdir) if chain_intact else None
+        key = stage_key(name, getattr(recipe, name), input_sha, manifest.corpus_manifest_sha256)
+        done = load_stage(sdir, key) if chain_intact else None
         if done is not None:
             result = done
             manifest.skipped.append(name)
         else:
             mod = _stage_module(name)
-            common = {"resume": chain_intact}  # an interrupted stage continues; later ones start afresh
+            # an interrupted stage continues from its checkpoints only when they were made from the same config,
+            # input and corpus; otherwise (and without --resume) they are removed and the stage starts afresh
+            own = chain_intact and stage_key_matches(sdir, key)
+            if not own and (sdir / "checkpoints").is_dir():
+                import shutil
+
+                shutil.rmtree(sdir / "checkpoints")
+            mark_stage_key(sdir, key)
+            common = {"resume": own}
             chain_intact = False
             if name == "sft":
                 result = mod.train_sft(model, sft_rows, eval_rows, recipe.sft, sdir, progress=progress, **common)
@@ -251,6 +269,9 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
                 manifest.seeds[name] = getattr(config, "seed", recipe.seed)
                 result = mod.train_grpo(model, _rows(corpus, "grpo_train"), config, sdir, catalog_dir=catalog_dir,
                                         **common)
+        if done is None:
+            result = write_stage(sdir, result.model_copy(update={"key_sha256": key}))
+        input_sha = result.checkpoint_sha256
         manifest.stages.append(result)
         manifest.checkpoints[name] = result.checkpoint_sha256
         model = Path(result.model_dir)

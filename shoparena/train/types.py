@@ -60,3 +60,6 @@ class StageResult(BaseModel):
     seconds: float = 0.0
     tokens_per_s: float | None = None
     resumed_from: str | None = None
+    key_sha256: str | None = None
+    """What the stage was made from: hash of its config, its input checkpoint and the corpus
+    (:func:`shoparena.train.checkpoint.stage_key`); ``--resume`` reuses the stage only when it still matches."""

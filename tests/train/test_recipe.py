@@ -114,6 +114,29 @@ def test_resume_reruns_from_the_first_unfinished_stage(train_world: TrainWorld, 
     assert second.stages[0].resumed_from is not None and second.stages[1].resumed_from is None
 
 
+def test_resume_reruns_a_stage_whose_config_changed(train_world: TrainWorld, tmp_path: Path) -> None:
+    """A finished stage is reused only for the config, input checkpoint and corpus it was made from; an interrupted
+    one continues only from checkpoints started with the same key (stale ones are removed)."""
+    recipe, text = load_recipe("tiny")
+    recipe = recipe.model_copy(update={"sft": recipe.sft.model_copy(update={"max_steps": 2, "save_steps": 1})})
+    out = tmp_path / "run"
+    first = run_recipe(recipe, train_world.corpus, out, stages=["sft"], recipe_text=text)
+    key = first.stages[0].key_sha256
+    assert key and json.loads((out / "sft" / "stage.json").read_text())["key_sha256"] == key
+    assert (out / "sft" / "stage-key.txt").read_text().strip() == key
+    same = run_recipe(recipe, train_world.corpus, out, stages=["sft"], resume=True, recipe_text=text)
+    assert same.skipped == ["sft"]
+
+    lr = recipe.sft.learning_rate / 2
+    changed = recipe.model_copy(update={"sft": recipe.sft.model_copy(update={"learning_rate": lr})})
+    (out / "sft" / "stage.json").unlink()  # interrupted after its checkpoints, under the old config
+    again = run_recipe(changed, train_world.corpus, out, stages=["sft"], resume=True, recipe_text=text)
+    assert again.skipped == [] and again.stages[0].resumed_from is None  # the old checkpoints were not used
+    assert again.stages[0].key_sha256 != key and again.checkpoints != first.checkpoints
+    back = run_recipe(recipe, train_world.corpus, out, stages=["sft"], resume=True, recipe_text=text)
+    assert back.skipped == [] and back.checkpoints == first.checkpoints  # finished, but for another config
+
+
 def test_cli_tiny_runs_all_five_stages_with_clean_json(rl_world: Any, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 10: the tiny recipe chains sft → rs → teacher → kto → grpo; trainers' log lines never reach stdout,
