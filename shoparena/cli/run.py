@@ -31,6 +31,8 @@ def run(
     mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.",
                                       callback=one_of(("strict", "upstream")))] = "strict",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Keep the episodes an interrupted run of the same "
+                                                          "settings left in --out; run only the others.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json.
@@ -48,7 +50,7 @@ def run(
                        concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
                        score_mode=mode)  # type: ignore[arg-type]
     with progress_bar(f"{agent} × {model}", len(loaded) * n) as advance:
-        summary = run_agents(catalog, loaded, config, out, progress=advance)
+        summary = run_agents(catalog, loaded, config, out, progress=advance, resume=resume)
     if as_json:
         print_json(summary.model_dump())
         return

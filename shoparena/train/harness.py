@@ -65,7 +65,8 @@ def collect_successes(catalog_dir: str | os.PathLike[str], problems: Sequence[Pr
     if not (resume and done.is_file() and (out / "runs.jsonl").is_file()):
         run_agents(catalog_dir, problems, RunConfig(agent=agent, model=model, n_samples=k, seed=seed,
                                                     temperature=temperature, timeout_s=timeout_s,
-                                                    concurrency=concurrency), out, progress=progress)
+                                                    concurrency=concurrency), out, progress=progress,
+                   resume=resume)
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text(encoding="utf-8").splitlines() if line]
     by_id = {p.problem_id: p for p in problems}
     trajs = list(iter_rollouts(out / "rollouts.jsonl", by_id))

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -134,11 +134,14 @@ def _axis(calls: list[dict[str, Any]]) -> str:
 
 def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Problem], index: Any,
                       sandbox: Sandbox, config: ValidatorConfig, *, run_id: str, n_samples: int = 1,
-                      judge: Any = None, provenance: Provenance | None = None) -> Iterator[ProblemResult]:
+                      judge: Any = None, provenance: Provenance | None = None,
+                      done: Collection[tuple[str, int]] = ()) -> Iterator[ProblemResult]:
     """Run the agent on every problem ``n_samples`` times in ``sandbox``; yield each result as it finishes.
 
     Raises (before the first problem) for a model URI that cannot work. ``judge``: judge ``SUCCESS`` envelopes
-    with steps; ``provenance``: build each problem's sealed record (skipped when its verdict failed)."""
+    with steps; ``provenance``: build each problem's sealed record (skipped when its verdict failed); ``done``:
+    ``(problem_id, sample)`` pairs already run (a resumed run), not run again — every other pair keeps its own
+    seed, so the results are those of an uninterrupted run."""
     from shoparena.catalog.search import SearchService
     from shoparena.llm.check import check_models
     from shoparena.llm.gateway import Gateway, Limits
@@ -160,9 +163,13 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
     loop = asyncio.new_event_loop() if judge is not None else None  # LLM judge clients are bound to their loop
     try:
         with gateway.serve(uds=str(sock_dir / "gateway.sock"), uds_mode=0o666) as srv:
+            skip = set(done)
             for sample in range(n_samples):
+                todo = [pid for pid in by_id if (pid, sample) not in skip]
+                if not todo:
+                    continue
                 tokens = {pid: gateway.open_run(f"{run_id}/{pid}" + (f"#{sample}" if sample else ""),
-                                                problem_id=pid, models=allowed).token for pid in by_id}
+                                                problem_id=pid, models=allowed).token for pid in todo}
                 started: dict[str, int] = {}
 
                 def env_for(problem_id: str, sample: int = sample, tokens: dict[str, str] = tokens,
@@ -176,7 +183,9 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
                     return env
 
                 try:
-                    for outcome in sandbox.run(agent_path, views, gateway_socket=Path(srv.uds or ""),
+                    wanted = set(todo)
+                    for outcome in sandbox.run(agent_path, [v for v in views if v["problem_id"] in wanted],
+                                               gateway_socket=Path(srv.uds or ""),
                                                env_for=env_for, limits=config.limits,
                                                workers=config.workers or os.cpu_count() or 1):
                         pid = outcome.envelope.problem_id

@@ -8,7 +8,9 @@ to ``rollouts.jsonl`` (upstream step lists, scorable by ``shoparena score``), th
 ``calls.jsonl`` (each search call attributed to axis A or B), one status line per run to ``runs.jsonl``, each
 sample's score (:class:`~shoparena.scoring.types.ProblemScore` without its items) to ``scores.jsonl``; the
 summary (ASR, per bucket, pass@k) is saved as ``summary.json`` with the config that produced it. Each problem
-runs in its own process group, killed with everything it forked when the problem ends.
+runs in its own process group, killed with everything it forked when the problem ends. While the run is in
+progress every finished episode is appended and fsynced to ``episodes.partial.jsonl`` (after a header naming the
+run's config and problems), so a killed run resumes (``resume=True``) with only its missing episodes.
 """
 
 from __future__ import annotations
@@ -110,12 +112,78 @@ def _line(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS) + b"\n"
 
 
+PARTIAL = "episodes.partial.jsonl"
+"""Every finished episode of a run in progress, one line each, fsynced: what ``resume`` continues from."""
+_PARTIAL_FORMAT = "shoparena-run-partial/1"
+
+
+def _episode(res: ProblemResult) -> dict[str, Any]:
+    pid = res.problem.problem_id
+    return {
+        "problem_id": pid, "sample": res.sample,
+        "steps": _joinable(res.steps, pid) if res.steps else _failure_steps(res.problem, res),
+        "calls": [{**c, "problem_id": pid, "sample": res.sample} for c in res.calls],
+        "run": {"problem_id": pid, "sample": res.sample, "status": res.envelope.status,
+                "error": res.envelope.error, "seconds": res.outcome.wall_s, "steps": len(res.steps),
+                "calls": len(res.calls), "success": res.score.success},
+        "score": res.score.model_dump(mode="json"),
+    }
+
+
+def _partial_header(config: RunConfig, problems: Sequence[Problem], run_id: str) -> dict[str, Any]:
+    # concurrency does not change any episode (each has its own seed), so a resumed run may use another
+    return {"format": _PARTIAL_FORMAT, "run_id": run_id,
+            "config": {k: v for k, v in config.model_dump(mode="json").items() if k != "concurrency"},
+            "problems": [p.problem_id for p in problems]}
+
+
+def _read_partial(path: Path, header: dict[str, Any], n_samples: int) -> list[dict[str, Any]]:
+    """The episodes of an interrupted run with the same header; ``[]`` for another run or no file. A torn last
+    line (the run was killed while writing it) is dropped; any other bad line is refused."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    if not lines:
+        return []
+    try:
+        if orjson.loads(lines[0]) != header:
+            return []
+    except orjson.JSONDecodeError:
+        return []
+    episodes: dict[tuple[str, int], dict[str, Any]] = {}
+    wanted = set(header["problems"])
+    for i, raw in enumerate(lines[1:], 2):
+        try:
+            ep = orjson.loads(raw)
+            key = (ep["problem_id"], ep["sample"])
+            ok = key[0] in wanted and isinstance(key[1], int) and 0 <= key[1] < n_samples and \
+                all(k in ep for k in ("steps", "calls", "run", "score"))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            if i == len(lines):
+                break  # torn tail
+            from shoparena.errors import DataError
+
+            raise DataError(f"{path}:{i}: not an episode of this run", hint="delete the file to start the run again")
+        episodes[key] = ep
+    return list(episodes.values())
+
+
 def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: RunConfig,
-               out: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> RunSummary:
-    """Run ``config.agent`` on every problem ``config.n_samples`` times; write and score everything in ``out``."""
+               out: str | os.PathLike[str], progress: Callable[[int], None] | None = None, *,
+               resume: bool = False) -> RunSummary:
+    """Run ``config.agent`` on every problem ``config.n_samples`` times; write and score everything in ``out``.
+
+    Each finished episode is appended (and fsynced) to ``out/episodes.partial.jsonl`` as it arrives; with
+    ``resume``, the episodes an interrupted run of the same config on the same problems left there are kept and
+    only the others run (each episode has its own seed, so the result is that of an uninterrupted run). The
+    run's files are written, and the partial file removed, once every episode is in."""
     from shoparena.agents.loading import agent_path
     from shoparena.catalog.directory import index_path
     from shoparena.catalog.index import SearchIndex
+    from shoparena.scoring.types import ProblemScore
     from shoparena.validator.core import (
         aggregate_scores,
         eval_run_id,
@@ -134,40 +202,51 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
     run_id = eval_run_id(AgentSpec(path=str(agent_file), agent_id=agent_file.stem), code_sha, problems,
                          pipeline_version(index, vconfig), None)
     order = {p.problem_id: i for i, p in enumerate(problems)}
-    results: list[ProblemResult] = []
-    for res in evaluate_problems(agent_file, problems, index, sandbox, vconfig, run_id=run_id,
-                                 n_samples=config.n_samples):
-        results.append(res)
-        if progress is not None:
-            progress(1)
-    results.sort(key=lambda r: (order[r.problem.problem_id], r.sample))
+    header = _partial_header(config, problems, run_id)
+    partial = out_dir / PARTIAL
+    episodes = _read_partial(partial, header, config.n_samples) if resume else []
     out_dir.mkdir(parents=True, exist_ok=True)
+    with open(partial, "wb") as fh:  # rewritten whole: the header and the kept episodes, then appended to
+        fh.write(_line(header) + b"".join(_line(ep) for ep in episodes))
+        fh.flush()
+        os.fsync(fh.fileno())
+        if progress is not None and episodes:
+            progress(len(episodes))
+        done = {(ep["problem_id"], ep["sample"]) for ep in episodes}
+        for res in evaluate_problems(agent_file, problems, index, sandbox, vconfig, run_id=run_id,
+                                     n_samples=config.n_samples, done=done):
+            ep = _episode(res)
+            fh.write(_line(ep))
+            fh.flush()
+            os.fsync(fh.fileno())
+            episodes.append(ep)
+            if progress is not None:
+                progress(1)
+    episodes.sort(key=lambda e: (order[e["problem_id"]], e["sample"]))
+    scores = [ProblemScore.model_validate(e["score"]) for e in episodes]
     with open(out_dir / "rollouts.jsonl", "wb") as rollouts, open(out_dir / "calls.jsonl", "wb") as calls, \
-            open(out_dir / "runs.jsonl", "wb") as runs, open(out_dir / "scores.jsonl", "wb") as scores:
-        for res in results:
-            pid = res.problem.problem_id
-            steps = _joinable(res.steps, pid) if res.steps else _failure_steps(res.problem, res)
-            rollouts.write(_line(steps))
-            calls.writelines(_line({**c, "problem_id": pid, "sample": res.sample}) for c in res.calls)
-            runs.write(_line({"problem_id": pid, "sample": res.sample, "status": res.envelope.status,
-                              "error": res.envelope.error, "seconds": res.outcome.wall_s, "steps": len(res.steps),
-                              "calls": len(res.calls), "success": res.score.success}))
-            scores.write(_line(res.score.model_dump(mode="json", exclude={"items"})))
+            open(out_dir / "runs.jsonl", "wb") as runs, open(out_dir / "scores.jsonl", "wb") as score_file:
+        for ep, score in zip(episodes, scores, strict=True):
+            rollouts.write(_line(ep["steps"]))
+            calls.writelines(_line(c) for c in ep["calls"])
+            runs.write(_line(ep["run"]))
+            score_file.write(_line(score.model_dump(mode="json", exclude={"items"})))
     ks = sorted({k for k in (1, 2, 4, 8, 16) if k <= config.n_samples} | {config.n_samples})
-    agg = aggregate_scores([r.score for r in results], problems, config.score_mode, ks=ks, seed=config.seed)
+    agg = aggregate_scores(scores, problems, config.score_mode, ks=ks, seed=config.seed)
     call_counts: Counter[str] = Counter()
-    for res in results:
-        for rec in res.calls:
+    for ep in episodes:
+        for rec in ep["calls"]:
             call_counts[rec["kind"]] += 1
             if rec["kind"] == "search" and rec.get("axis"):
                 call_counts[f"search_axis_{rec['axis']}"] += 1
     summary = RunSummary(
         asr=agg.asr, asr_by_bucket=agg.asr_by_bucket, pass_at_k=agg.pass_at_k, n_problems=len(problems),
         n_samples=config.n_samples, gt_rate=agg.gt_rate, axis_rates=agg.axis_rates,
-        statuses=dict(Counter(r.envelope.status for r in results)), calls=dict(call_counts),
+        statuses=dict(Counter(ep["run"]["status"] for ep in episodes)), calls=dict(call_counts),
         seconds=round(time.perf_counter() - t0, 2), out=str(out_dir),
     )
     (out_dir / "summary.json").write_text(json.dumps({"summary": summary.model_dump(), "config": config.model_dump(),
                                                       "score": agg.model_dump(mode="json")}, indent=2) + "\n",
                                           encoding="utf-8")
+    partial.unlink(missing_ok=True)
     return summary

@@ -1,0 +1,115 @@
+"""``run_agents`` streams every finished episode to ``episodes.partial.jsonl`` and a killed run resumes with only
+its missing episodes, giving the files of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shoparena.agents import agent_path
+from shoparena.errors import DataError
+from shoparena.validator.run import PARTIAL, RunConfig, _read_partial, run_agents
+from tests.worlds import small_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, Path, Path]:
+    root = tmp_path_factory.mktemp("resume")
+    catalog, problems, problems_file = small_world(root, size=400, catalog_seed=8, n=4, problem_seed=2)
+    slow = root / "slow_react.py"  # slow enough for the kill to land mid-run
+    slow.write_text(agent_path("react").read_text() + "\nimport time as _t\n_main = agent_main\n"
+                    "def agent_main(problem_data):\n    _t.sleep(0.5)\n    return _main(problem_data)\n")
+    return catalog, problems, problems_file, slow
+
+
+def _config(slow: Path, **kw: object) -> RunConfig:
+    return RunConfig(agent=str(slow), model="policy:expert", n_samples=2, seed=3, timeout_s=60, **kw)  # type: ignore[arg-type]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _no_time(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(world, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    catalog, problems, _, slow = world
+    out = tmp_path_factory.mktemp("whole")
+    run_agents(catalog, problems, _config(slow, concurrency=2), out)
+    assert not (out / PARTIAL).exists()  # removed once the run's files are written
+    return out
+
+
+def test_killed_run_resumes_with_only_its_missing_episodes(world, uninterrupted: Path, tmp_path: Path) -> None:
+    catalog, problems, problems_file, slow = world
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "shoparena", "run", "--catalog", str(catalog), "--problems", str(problems_file),
+           "--agent", str(slow), "--model", "policy:expert", "-n", "2", "--seed", "3", "--timeout", "60",
+           "--concurrency", "1", "--out", str(out), "--json"]
+    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    deadline, partial = time.monotonic() + 120, out / PARTIAL
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if partial.is_file() and len(partial.read_bytes().splitlines()) >= 4:  # header + 3 episodes
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    kept = _lines(partial)[1:]
+    assert 3 <= len(kept) < 2 * len(problems) and not (out / "summary.json").exists()
+
+    seen: list[int] = []
+    summary = run_agents(catalog, problems, _config(slow, concurrency=2), out, progress=seen.append, resume=True)
+    assert seen[0] == len(kept) and sum(seen) == 2 * len(problems)  # the kept ones first, then one at a time
+    runs = _lines(out / "runs.jsonl")
+    by_key = {(r["problem_id"], r["sample"]): r for r in runs}
+    for ep in kept:  # kept, not run again: the very same wall times
+        assert by_key[(ep["problem_id"], ep["sample"])]["seconds"] == ep["run"]["seconds"]
+    # the same files as the uninterrupted run (wall times aside)
+    assert (out / "scores.jsonl").read_bytes() == (uninterrupted / "scores.jsonl").read_bytes()
+    assert _no_time(runs) == _no_time(_lines(uninterrupted / "runs.jsonl"))
+    whole = json.loads((uninterrupted / "summary.json").read_text())["summary"]
+    assert (summary.asr, summary.pass_at_k) == (whole["asr"], whole["pass_at_k"])
+    assert not partial.exists()
+
+
+def test_partial_file_of_another_run_or_with_bad_lines(world, uninterrupted: Path, tmp_path: Path) -> None:
+    catalog, problems, _, slow = world
+    out = tmp_path / "run"
+    out.mkdir()
+    header = {"format": "shoparena-run-partial/1", "run_id": "other", "config": {}, "problems": []}
+    (out / PARTIAL).write_text(json.dumps(header) + "\n" + '{"problem_id": "x", "sample": 0}\n')
+    seen: list[int] = []
+    run_agents(catalog, problems, _config(slow), out, progress=seen.append, resume=True)
+    assert seen == [1] * (2 * len(problems))  # another run's file: everything ran again
+    assert (out / "scores.jsonl").read_bytes() == (uninterrupted / "scores.jsonl").read_bytes()
+
+    # a torn last line (killed mid-write) is dropped; a bad line before the end is refused
+    sample_dir = tmp_path / "p"
+    sample_dir.mkdir()
+
+    hdr = {"format": "shoparena-run-partial/1", "run_id": "r", "config": {"a": 1}, "problems": ["p1"]}
+    ep = {"problem_id": "p1", "sample": 0, "steps": [], "calls": [], "run": {}, "score": {}}
+    path = sample_dir / PARTIAL
+    path.write_text(json.dumps(hdr) + "\n" + json.dumps(ep) + "\n" + '{"problem_id": "p1", "sam')
+    assert _read_partial(path, hdr, 2) == [ep]
+    path.write_text(json.dumps(hdr) + "\n" + "garbage\n" + json.dumps(ep) + "\n")
+    with pytest.raises(DataError, match="not an episode of this run"):
+        _read_partial(path, hdr, 2)
+    path.write_text(json.dumps(hdr) + "\n" + json.dumps({**ep, "sample": 5}) + "\n" + json.dumps(ep) + "\n")
+    with pytest.raises(DataError):  # a sample outside n_samples is not of this run
+        _read_partial(path, hdr, 2)
+    assert _read_partial(path, {**hdr, "run_id": "s"}, 2) == []
