@@ -35,6 +35,7 @@ from shoparena.cli import evaluate as evaluate_cli
 from shoparena.cli import loop as loop_cli
 from shoparena.cli import models as models_cli
 from shoparena.cli import store as store_cli
+from shoparena.cli import web as web_cli
 from shoparena.cli._common import print_error
 from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
@@ -62,6 +63,7 @@ app.command("demo")(demo.demo)
 app.command("train")(train.train)
 app.command("evaluate")(evaluate_cli.evaluate)
 app.command("loop")(loop_cli.loop)
+app.command("web")(web_cli.web)
 
 
 try:  # typer vendors its own click; a plain click may still raise from third-party callbacks

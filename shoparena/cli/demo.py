@@ -195,6 +195,11 @@ def _loop(out: Path, seed: int) -> None:
     console.print(render_loop(body))
     console.print(f"[dim]report: {out / 'eval' / 'report.html'}; the whole loop from scratch: shoparena loop --days 2 "
                   f"--recipe tiny --out DIR[/]")
+    store = f"sqlite:///{(out / 'arena-loop' / 'subnet.db').resolve()}"
+    console.print("[bold cyan]11. the web pages[/] over this run (leaderboard, races, agents, trajectory viewer, "
+                  "corpus funnel, evaluation report):")
+    console.print(f"   shoparena web --store {store} --corpus {out / 'corpus'} --reports {out / 'eval'} --port 8080")
+    console.print("   then open http://127.0.0.1:8080/")
 
 
 def demo(

@@ -42,7 +42,7 @@ from shoparena.validator.judge.types import CitedSpan
 
 __all__ = ["RENDER_VERSION", "RenderedTrace", "Section", "render_trace", "sentence_spans", "span_errors"]
 
-RENDER_VERSION = "1"
+RENDER_VERSION = "2"  # 2: JSON keys sorted (key order of a stored record no longer changes the trace)
 MAX_THINK_CHARS = 1000
 MAX_RESULT_CHARS = 300
 MAX_TOOL_CHARS = 300
@@ -115,7 +115,9 @@ class _Writer:
 
 
 def _dumps(obj: Any) -> str:
-    return normalise_text(json.dumps(obj, ensure_ascii=False, default=str))
+    # keys sorted: a record read back from a store (which may store JSON with sorted keys) renders the very trace
+    # the judge was given, so cited spans and ``trace_sha256`` stay checkable
+    return normalise_text(json.dumps(obj, ensure_ascii=False, default=str, sort_keys=True))
 
 
 def _shown_params(call: LoggedCall) -> str:

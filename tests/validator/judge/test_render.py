@@ -22,6 +22,20 @@ def test_deterministic_and_hashed() -> None:
     assert render_trace(QUERY + "!", steps, call_log(steps)).sha256 != a.sha256
 
 
+def test_key_order_does_not_change_the_trace() -> None:
+    """A record read back from a store with its JSON keys sorted renders the trace the judge saw."""
+    steps = trajectory(THINKS[0.9])
+    calls = call_log(steps)
+
+    def reorder(x):  # every dict with its keys reversed, recursively
+        if isinstance(x, dict):
+            return {k: reorder(x[k]) for k in reversed(list(x))}
+        return [reorder(v) for v in x] if isinstance(x, list) else x
+
+    a, b = render_trace(QUERY, steps, calls), render_trace(QUERY, reorder(steps), reorder(calls))
+    assert a.text == b.text and a.sha256 == b.sha256
+
+
 def test_layout_call_log_before_trajectory() -> None:
     steps = trajectory(THINKS[0.9])
     t = render_trace(QUERY, steps, call_log(steps))
