@@ -27,7 +27,7 @@ from shoparena.llm.hf_backend import template_messages
 
 __all__ = [
     "END_OF_TURN", "EncodedRows", "FormatConfig", "MaskReport", "Sample", "encode_rows", "parse_tools",
-    "render_sample", "validate_mask",
+    "render_sample", "validate_mask", "with_system",
 ]
 
 END_OF_TURN = "<|im_end|>"
@@ -42,6 +42,19 @@ class FormatConfig(BaseModel):
     max_length: int = Field(2048, ge=16)
     truncation: Literal["drop", "keep_start"] = "drop"
     compact: CompactConfig | None = None
+    system: Literal["row", "harness"] = "row"
+    """``harness``: a row without a system turn gets the one the harness's native protocol sends
+    (:data:`shoparena.env.prompts.NATIVE`, what ``react`` and every native-protocol episode is prompted with), so
+    training renders the prompt evaluation and rollouts render. ``row``: rows as they are."""
+
+
+def with_system(messages: list[dict[str, Any]], system: str = "harness") -> list[dict[str, Any]]:
+    """``messages`` with the harness's native system turn in front when they have none (``system="harness"``)."""
+    from shoparena.env.prompts import NATIVE
+
+    if system != "harness" or (messages and isinstance(messages[0], dict) and messages[0].get("role") == "system"):
+        return messages
+    return [{"role": "system", "content": NATIVE}, *messages]
 
 
 @dataclass(frozen=True)
@@ -92,12 +105,13 @@ def _render(tokenizer: Any, msgs: list[dict[str, Any]], tools: list[dict[str, An
 
 
 def render_sample(tokenizer: Any, messages: list[dict[str, Any]], tools: Any = None, *,
-                  compact: CompactConfig | None = None) -> Sample:
-    """Render one conversation and compute its assistant mask from message prefixes (module docstring)."""
+                  compact: CompactConfig | None = None, system: str = "row") -> Sample:
+    """Render one conversation and compute its assistant mask from message prefixes (module docstring);
+    ``system``: see :attr:`FormatConfig.system`."""
     if not isinstance(messages, list) or not messages:
         raise DataError("a training row needs a non-empty messages list")
     tool_list = parse_tools(tools)
-    msgs = template_messages(compact_messages(messages, compact))
+    msgs = template_messages(compact_messages(with_system(messages, system), compact))
     full = _render(tokenizer, msgs, tool_list, False)
     spans: list[tuple[int, int]] = []
     unstable = 0
@@ -181,7 +195,8 @@ def encode_rows(tokenizer: Any, rows: Iterable[dict[str, Any]], config: FormatCo
     for row in rows:
         out.counts["rows"] += 1
         try:
-            sample = render_sample(tokenizer, row.get("messages"), row.get("tools"), compact=config.compact)
+            sample = render_sample(tokenizer, row.get("messages"), row.get("tools"), compact=config.compact,
+                                   system=config.system)
         except DataError:
             out.counts["dropped_unrenderable"] += 1
             continue

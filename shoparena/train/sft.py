@@ -46,6 +46,9 @@ class SFTConfig(StageConfig):
     """Held-out rows used for ``eval_loss`` (the first N; ``None`` = all)."""
     compact: CompactConfig | None = None
     """Compact observation rendering (short CPU contexts); saved with the checkpoint so evaluation uses it too."""
+    system: Literal["row", "harness"] = "row"
+    """``harness``: rows without a system turn are trained under the harness's native system prompt, the one every
+    native-protocol episode (``react``) is prompted with (:attr:`shoparena.train.format.FormatConfig.system`)."""
     warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
     lr_scheduler: str = "linear"
     bf16: bool = False
@@ -54,7 +57,8 @@ class SFTConfig(StageConfig):
     """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
 
     def format(self) -> FormatConfig:
-        return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact)
+        return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact,
+                            system=self.system)
 
 
 # ── shared stage helpers ─────────────────────────────────────────────────────────────────────────────────────
