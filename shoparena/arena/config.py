@@ -1,5 +1,6 @@
 """The arena's knobs (arena.md §2.2, §6, §8): cooldowns, qualifying and race sizes, the incumbent-relative
-threshold with decay, X-of-Y validator agreement, leases, the daily cycle, eliminations and the code embargo.
+threshold with decay, X-of-Y validator agreement, leases, the daily cycle, eliminations, the code embargo and the
+agentic-richness weight of the score (paper §9, ``docs/incentives.md``).
 
 Times are seconds; the daily cycle is anchored in UTC (``qualifying_close_utc_s`` after midnight UTC), the code
 embargo in ``embargo_timezone`` (the paper's "next weekday noon US/Pacific").
@@ -57,6 +58,12 @@ class ArenaConfig(BaseModel):
     version never races again."""
     eliminate_dnf: bool = False
     """Also eliminate racers that did not finish (off by default: a DNF is usually validator trouble)."""
+
+    # -- scoring (paper §9, docs/incentives.md) ---------------------------------------------------------------
+    richness_weight: float = Field(0.0, ge=0, le=1)
+    """The agentic-richness incentive: validators fold it into every run's score
+    (``final = success_rate·coeff(q)·((1 − W) + W·R̄)``, ``shoparena.scoring.richness.fold``), so qualifying, races
+    and weights all rank by it; a SUCCESS run scored with another weight is refused. 0 = ORO's scoring."""
 
     # -- validation (§6) ---------------------------------------------------------------------------------------
     required_successes: int = Field(2, ge=1)

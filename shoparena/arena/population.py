@@ -7,6 +7,13 @@ agents over :mod:`shoparena.sdk`, exactly what a real miner could upload. :func:
 deterministic mix for ``shoparena arena simulate``: mostly honest teams of varying skill, one LLM-free script
 (passes the gate, but the judge coefficient caps it), and one team that pastes ground truth into its file (the
 submission gate rejects it).
+
+Teams respond to incentives (paper §9, ``docs/incentives.md``): a team with ``responds_at`` set redesigns once when
+the richness term of the score (``shoparena.scoring.richness.fold``) withholds more than that share of what its
+successful trajectories would earn — ``W·(1 − R)``, ``R`` the mean richness of the trajectories it saw from its
+own evaluations the day before. A sub-task ``pipeline`` or a four-tool ``react`` team then rebuilds on ``oro7``
+(the model chooses every call, with verification tools); teams without ``responds_at`` keep their design whatever
+the score pays (:func:`respond`, a pure function). At weight 0 the term withholds nothing: nobody moves.
 """
 
 from __future__ import annotations
@@ -39,12 +46,20 @@ class MinerProfile(BaseModel):
     improved_strategy: Strategy | None = None
     join_day: int = 0
     """Day (0-based) of the miner's first submission: an entrant that joins a running subnet later."""
+    responds_at: float | None = None
+    """Share of its score the richness term may withhold before the team redesigns (None: it never does)."""
+    redesign_day: int | None = None
+    """Day (0-based) from which the team runs ``redesign_strategy`` (set by :func:`respond`)."""
+    redesign_strategy: Strategy | None = None
 
     def version(self, day: int) -> tuple[Strategy, str]:
         """The (strategy, model) this miner runs on ``day``."""
+        strategy, model = self.strategy, self.model
         if self.improve_day is not None and day >= self.improve_day:
-            return self.improved_strategy or self.strategy, self.improved_model or self.model
-        return self.strategy, self.model
+            strategy, model = self.improved_strategy or self.strategy, self.improved_model or self.model
+        if self.redesign_day is not None and self.redesign_strategy is not None and day >= self.redesign_day:
+            strategy = self.redesign_strategy
+        return strategy, model
 
 
 _HEADER = '"""{name}: {strategy} agent over {model} (submitted by a simulated miner)."""\n\n'
@@ -220,10 +235,34 @@ def agent_source(profile: MinerProfile, day: int, *, leaked: Sequence[Problem] =
     return head + _ANSWER_TABLE.format(table=repr(table))
 
 
+REDESIGNS: dict[str, Strategy] = {"pipeline": "oro7", "react": "oro7"}
+"""What a responsive team rebuilds on when richness pays: the agentic design with the most model-chosen calls."""
+RESPONSES: tuple[float | None, ...] = (None, None, 0.05, 0.1, 0.2, 0.3)
+"""The ``responds_at`` each honest pipeline/react team draws from: a third stay, the rest redesign once the richness
+term withholds more than 5 … 30 % of their score."""
+
+
+def respond(profile: MinerProfile, day: int, *, weight: float, richness: float | None) -> MinerProfile | None:
+    """The team's redesign on ``day`` (a copy with ``redesign_day``/``redesign_strategy`` set), or None when it keeps
+    its design: it does not respond to incentives, redesigned already, has no richer design to move to, saw no
+    trajectory of its own (``richness`` None), or ``weight·(1 − richness)`` ≤ its ``responds_at``."""
+    if profile.responds_at is None or profile.redesign_day is not None or richness is None or weight <= 0:
+        return None
+    target = REDESIGNS.get(profile.version(day)[0])
+    if target is None or weight * (1.0 - richness) <= profile.responds_at:
+        return None
+    return profile.model_copy(update={"redesign_day": day, "redesign_strategy": target})
+
+
 def default_population(n: int, seed: int = 0) -> list[MinerProfile]:
     """``n`` miners: one answer-table cheat and one LLM-free keyword script (when n ≥ 6), the rest honest teams
-    of mixed skill and strategy, some of which resubmit a better version on day 1."""
+    of mixed skill and strategy, some of which resubmit a better version on day 1, and some of which respond to a
+    richness incentive (``responds_at`` dealt from :data:`RESPONSES` in an order from its own seeded stream, so the
+    rest of the population is what it was before the option existed)."""
     rng = random.Random(seed)
+    responses = list(RESPONSES)  # dealt in a seeded order, so a third of the eligible teams stay whatever the size
+    random.Random(f"shoparena-responses:{seed}").shuffle(responses)
+    dealt = 0
     out: list[MinerProfile] = []
     special = [("answer_table", "policy:novice"), ("keyword", "policy:novice")] if n >= 6 else []
     honest = n - len(special)
@@ -233,8 +272,12 @@ def default_population(n: int, seed: int = 0) -> list[MinerProfile]:
         model = models[rng.randrange(3)] if i > 2 else models[i % 3]
         improve = 1 if (model != "policy:expert" and rng.random() < 0.5) else None
         better = models[min(2, models.index(model) + 1)] if improve is not None else None
+        responds = None
+        if strategy in REDESIGNS:
+            responds, dealt = responses[dealt % len(responses)], dealt + 1
         out.append(MinerProfile(name=f"miner-{i:02d}", strategy=strategy, model=model, improve_day=improve,  # type: ignore[arg-type]
-                                improved_model=better, style=STYLES[(i + i // 3) % len(STYLES)], extras=(i // 3) % 8))
+                                improved_model=better, style=STYLES[(i + i // 3) % len(STYLES)], extras=(i // 3) % 8,
+                                responds_at=responds))
     for j, (strategy, model) in enumerate(special):
         out.append(MinerProfile(name=f"miner-{honest + j:02d}", strategy=strategy, model=model))  # type: ignore[arg-type]
     return out

@@ -10,6 +10,12 @@ append-only records). Simulated time advances in steps on a :class:`ManualClock`
 open, close, complete, promote), validators drain the work queue, and every ``tempo`` validators set weights from
 the newest race's standings and the chain runs an epoch (Yuma consensus, emissions). One validator is flaky: it
 abandons its first claim, whose lease then lapses and returns the item to the queue.
+
+``richness_weight`` (paper §9, ``docs/incentives.md``) is the arena's agentic-richness incentive: the arena and
+every validator score with it, and teams that respond to incentives (:func:`~shoparena.arena.population.respond`)
+redesign when it withholds enough of their score, judged from the richness of their own trajectories the day
+before. Each day reports ``axis_a_share`` (trajectories whose searches the model emitted), the design changes, and
+the top agent with its held-out ASR (the success rate of its race runs). Weight 0 is today's subnet.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.arena.config import DAY_S, ArenaConfig
-from shoparena.arena.population import MinerProfile, agent_source, default_population
+from shoparena.arena.population import MinerProfile, agent_source, default_population, respond
 from shoparena.clock import ManualClock
 from shoparena.errors import ConfigError
 
@@ -60,6 +66,8 @@ class SimulationConfig(BaseModel):
     entrants: list[MinerProfile] = Field(default_factory=list)
     """Miners beside the default population, e.g. a distilled model entered on its ``join_day``
     (``shoparena loop``); their models are added to the validators' gateway allowlist."""
+    richness_weight: float = Field(0.0, ge=0.0, le=1.0)
+    """The agentic-richness incentive of the arena's score (``ArenaConfig.richness_weight``); 0 = ORO's scoring."""
 
 
 class DayStats(BaseModel):
@@ -72,6 +80,17 @@ class DayStats(BaseModel):
     by_bucket: dict[str, int]
     by_status: dict[str, int]
     wall_s: float
+    axis_a_share: float = 0.0
+    """Share of the day's trajectories whose searches the model emitted (axis ``A``; ``mixed`` is not)."""
+    design_changes: int = 0
+    """Teams that redesigned that day in response to the score (:func:`~shoparena.arena.population.respond`)."""
+    top_agent: str | None = None
+    """The miner whose agent is the top agent at the end of the day."""
+    top_agent_version: str | None = None
+    top_agent_asr: float | None = None
+    """The top agent's held-out ASR: the mean success rate of its latest race's runs."""
+    eval_runs: list[str] = []
+    """The day's evaluation runs (the trajectory records' ``eval_run_id``), in completion order."""
 
 
 class SimulationResult(BaseModel):
@@ -150,11 +169,12 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
 
     arena_cfg = ArenaConfig(qualifying_problems=cfg.qualifying_problems, race_problems=cfg.race_problems,
                             required_successes=min(2, cfg.validators), max_attempts=max(2, cfg.validators),
-                            lease_s=2 * cfg.step_s, cooldown_s=12 * 3600.0)
+                            lease_s=2 * cfg.step_s, cooldown_s=12 * 3600.0, richness_weight=cfg.richness_weight)
     sandbox = cfg.sandbox if cfg.sandbox != "bubblewrap" or shutil.which("bwrap") else "process"
     vcfgs = [ValidatorConfig(model="policy:careful", models=models, judge=cfg.judge, sandbox=sandbox,
                              allow_non_hermetic=sandbox == "process", workers=cfg.workers,
-                             validator_hotkey=v.hotkey_ss58) for v in validators]
+                             validator_hotkey=v.hotkey_ss58, richness_weight=cfg.richness_weight)
+             for v in validators]
     leaked = [p for p in banks.open_problems()][:20]  # what the answer-table cheat pastes into its file
     submissions: list[dict[str, Any]] = []
     events: list[str] = []
@@ -165,14 +185,27 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
     owner_emission = 0.0
     steps_per_day = int(DAY_S // cfg.step_s)
     blocks_per_step = int(cfg.step_s // chain.hparams.block_time_s)
+    name_of = {miners[p.name].hotkey_ss58: p.name for p in profiles}
+    seen: dict[str, list[float]] = {}  # per team: richness of its own trajectories on the day before
+    race_asr: dict[str, tuple[str, list[float]]] = {}  # per agent version: (its latest race, those runs' ASR)
 
     with Arena(store_url, chain=chain, banks=banks, clock=clock, config=arena_cfg, seed=cfg.seed) as arena, \
             open_store(store_url) as store:
         for day in range(cfg.days):
             t_day = time.perf_counter()
             run_ids: list[tuple[str, str]] = []
+            changes = 0
+            today: dict[str, list[float]] = defaultdict(list)
             for step in range(steps_per_day):
                 if step == 1:  # miners submit early in the day (cooldown 12 h: one version per miner per day)
+                    for k, prof in enumerate(profiles):
+                        r = seen.get(prof.name)
+                        richness = sum(r) / len(r) if r else None
+                        moved = respond(prof, day, weight=cfg.richness_weight, richness=richness)
+                        if moved is not None:
+                            profiles[k], changes = moved, changes + 1
+                            events.append(f"day {day} {prof.name} redesigns: {prof.version(day)[0]} -> "
+                                          f"{moved.redesign_strategy} (richness {richness:.3f})")
                     for prof in profiles:
                         _submit(arena, prof, miners[prof.name].hotkey_ss58, day, leaked, submissions)
                 events.extend(f"day {day} {time.strftime('%H:%M', time.gmtime(clock.now()))} {e}"
@@ -187,6 +220,7 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
                     while (done := work_once(source, catalog, store, vcfgs[vi], root / "agents" / f"v{vi}")) \
                             is not None:
                         run_ids.append((done.summary.eval_run_id, done.kind))
+                        _observe(done, name_of, today, race_asr)
                         say(f"day {day} step {step}: validator-{vi} {done.kind} {done.agent_version_id} "
                             f"final={done.summary.final_score} status={done.summary.status}")
                 clock.advance(cfg.step_s)
@@ -198,7 +232,12 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
                     weights_log = _set_weights(arena, chain, validators, build_weights)
             rotation = banks.rotate(day + 1)
             events.append(f"day {day} banks rotated: {rotation.model_dump(exclude_none=True)}")
-            days.append(_day_stats(store, day, run_ids, time.perf_counter() - t_day))
+            seen.update(today)
+            top = arena.top_agent()
+            days.append(_day_stats(store, day, run_ids, time.perf_counter() - t_day).model_copy(update={
+                "design_changes": changes, "top_agent": name_of.get(top.miner_hotkey) if top else None,
+                "top_agent_version": top.agent_version_id if top else None,
+                "top_agent_asr": _race_asr(race_asr, top.agent_version_id) if top else None}))
             say(f"day {day}: {days[-1].trajectories} trajectories in {days[-1].wall_s:.0f} s")
         result = _summary(cfg, arena, chain, store, store_url, sandbox, profiles, miners, validators, owner,
                           submissions, days, events, weights_log, epoch_emissions, owner_emission, t_start)
@@ -220,6 +259,26 @@ def _submit(arena: Any, prof: MinerProfile, hotkey: str, day: int, leaked: list[
     log.append({"day": day, "miner": prof.name, "strategy": strategy, "model": model,
                 "status": res.admission_status, "reason": res.admission_reason,
                 "version": res.version_number, "violations": [v.rule for v in res.violations][:5]})
+
+
+def _observe(done: Any, name_of: dict[str, str], today: dict[str, list[float]],
+             race_asr: dict[str, tuple[str, list[float]]]) -> None:
+    """What a finished evaluation tells its team (the richness of each of its trajectories, from the run's problem
+    lines) and the race table (the run's success rate, per agent version, its latest race's runs only)."""
+    summary = done.summary
+    name = name_of.get(done.miner_hotkey)
+    if name is not None:
+        today[name].extend(line.richness for line in summary.problems if line.richness is not None)
+    if done.kind == "RACE" and summary.status == "SUCCESS":
+        race, rates = race_asr.get(done.agent_version_id, (done.race_id, []))
+        if race != done.race_id:
+            race, rates = done.race_id, []
+        race_asr[done.agent_version_id] = (race, [*rates, summary.success_rate])
+
+
+def _race_asr(race_asr: dict[str, tuple[str, list[float]]], version: str) -> float | None:
+    rates = race_asr.get(version, ("", []))[1]
+    return round(sum(rates) / len(rates), 4) if rates else None
 
 
 def _set_weights(arena: Any, chain: Any, validators: list[Any], build_weights: Any) -> dict[str, Any]:
@@ -251,7 +310,8 @@ def _day_stats(store: Any, day: int, run_ids: list[tuple[str, str]], wall_s: flo
             bucket[row.bucket] += 1
             status[row.status] += 1
     return DayStats(day=day, trajectories=n, evaluations=len(run_ids), by_axis=dict(axis), by_bucket=dict(bucket),
-                    by_status=dict(status), wall_s=round(wall_s, 1))
+                    by_status=dict(status), wall_s=round(wall_s, 1),
+                    axis_a_share=round(axis["A"] / n, 4) if n else 0.0, eval_runs=[r for r, _ in run_ids])
 
 
 def _summary(cfg: SimulationConfig, arena: Any, chain: Any, store: Any, store_url: str, sandbox: str,
@@ -281,7 +341,9 @@ def _summary(cfg: SimulationConfig, arena: Any, chain: Any, store: Any, store_ur
     return SimulationResult(
         config=cfg, sandbox=sandbox,
         miners=[{"name": p.name, "strategy": p.strategy, "model": p.model, "improves_on_day": p.improve_day,
-                 "improved_model": p.improved_model, "hotkey": miners[p.name].hotkey_ss58} for p in profiles],
+                 "improved_model": p.improved_model, "responds_at": p.responds_at,
+                 "redesigns_on_day": p.redesign_day, "redesign_strategy": p.redesign_strategy,
+                 "hotkey": miners[p.name].hotkey_ss58} for p in profiles],
         submissions=submissions, races=races, winners=winners, leaderboard=board, versions=versions, weights=weights,
         emissions={"owner": round(owner_emission, 4), "by_participant": named, "block": chain.block},
         trajectories=firehose, days=days, events=events, store=store_url,

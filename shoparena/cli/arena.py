@@ -16,6 +16,16 @@ app = typer.Typer(help="The SN15-style arena: simulation, banks, validators.", n
 app.add_typer(banks_cli.app, name="banks")
 
 
+def richness_weight_option(value: float) -> float:
+    """Typer callback: the richness weight must be a finite number in [0, 1] (a usage error, exit 2, otherwise)."""
+    from shoparena.scoring.richness import check_weight
+
+    try:
+        return check_weight(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 @app.command()
 def simulate(
     miners: Annotated[int, typer.Option(min=1, help="Simulated miner teams.")] = 12,
@@ -31,16 +41,21 @@ def simulate(
     problems: Annotated[int, typer.Option(min=10, help="Problems in the rotating banks.")] = 450,
     sandbox: Annotated[str, typer.Option(help="bubblewrap (default) or process (not isolated).")] = "bubblewrap",
     judge: Annotated[str, typer.Option(help="rubric or llm:<model-uri>.")] = "rubric",
+    richness_weight: Annotated[float, typer.Option(
+        help="Agentic-richness weight of the score in [0, 1] (0 = ORO's scoring; docs/incentives.md).",
+        callback=richness_weight_option)] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole summary as JSON.")] = False,
 ) -> None:
-    """Run miners, validators, races, weights and emissions for DAYS simulated days on the embedded default."""
+    """Run miners, validators, races, weights and emissions for DAYS simulated days on the embedded default.
+    ``--json`` gives per day ``axis_a_share`` (trajectories whose searches the model emitted), ``design_changes``
+    and the top agent's held-out ASR."""
     from shoparena.arena.simulate import SimulationConfig
     from shoparena.arena.simulate import simulate as run
 
     cfg = SimulationConfig(miners=miners, validators=validators, days=days, seed=seed, store=store,
                            out=str(out) if out else None, qualifying_problems=qualifying_problems,
                            race_problems=race_problems, catalog_size=catalog_size, problems=problems,
-                           sandbox=sandbox, judge=judge)
+                           sandbox=sandbox, judge=judge, richness_weight=richness_weight)
     result = run(cfg, progress=None if as_json else (lambda m: err_console.print(f"[dim]{m}[/]")))
     if as_json:
         print_json(result.model_dump(mode="json"))
@@ -51,7 +66,8 @@ def simulate(
 def render(result: object) -> None:
     """The readable summary of a :class:`~shoparena.arena.simulate.SimulationResult`."""
     r = result  # typed loosely: the CLI only renders
-    board = Table(title=f"leaderboard after {r.config.days} simulated days ({r.sandbox} sandbox)",  # type: ignore[attr-defined]
+    board = Table(title=f"leaderboard after {r.config.days} simulated days ({r.sandbox} sandbox, "  # type: ignore[attr-defined]
+                        f"richness weight {r.config.richness_weight:g})",  # type: ignore[attr-defined]
                   title_justify="left")
     for col in ("rank", "miner", "version", "state", "qualifying", "last race", "wins", "top"):
         board.add_column(col, justify="left" if col in ("miner", "state") else "right")
@@ -76,11 +92,13 @@ def render(result: object) -> None:
     console.print(f"weights (race {r.weights.get('race_id')}): {json.dumps(r.weights.get('vector', {}))}")  # type: ignore[attr-defined]
     console.print(f"emissions: {json.dumps(r.emissions)}")  # type: ignore[attr-defined]
     days = Table(title="trajectory firehose", title_justify="left")
-    for col in ("day", "trajectories", "evaluations", "axis A / B / none", "product / shop / voucher", "wall"):
+    for col in ("day", "trajectories", "evaluations", "axis A / B / none", "A share", "redesigns",
+                "product / shop / voucher", "wall"):
         days.add_column(col, justify="right")
     for d in r.days:  # type: ignore[attr-defined]
         days.add_row(str(d.day), str(d.trajectories), str(d.evaluations),
                      f"{d.by_axis.get('A', 0)} / {d.by_axis.get('B', 0)} / {d.by_axis.get('none', 0)}",
+                     f"{d.axis_a_share:.3f}", str(d.design_changes),
                      f"{d.by_bucket.get('product', 0)} / {d.by_bucket.get('shop', 0)} / {d.by_bucket.get('voucher', 0)}",
                      f"{d.wall_s:.0f} s")
     console.print(days)
@@ -109,6 +127,9 @@ def validator(
     idle: Annotated[float, typer.Option(help="Stop after the queue stayed empty this many seconds.",
                                         callback=finite(0.0))] = 0.0,
     workdir: Annotated[Path, typer.Option(help="Where fetched agent files are written.")] = Path("runs/agents"),
+    richness_weight: Annotated[float, typer.Option(
+        help="The arena's agentic-richness weight in [0, 1] (the arena refuses runs scored with another).",
+        callback=richness_weight_option)] = 0.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """A validator process: claim leased work from an arena API, evaluate it here, complete it. Run one per
@@ -121,7 +142,7 @@ def validator(
     ident = new_identity(name, seed)
     config = ValidatorConfig(model=model, models=tuple(m for m in models.split(",") if m), judge=judge,
                              sandbox=sandbox, allow_non_hermetic=allow_non_hermetic,
-                             validator_hotkey=ident.hotkey_ss58)
+                             validator_hotkey=ident.hotkey_ss58, richness_weight=richness_weight)
     with ArenaClient(api, ident.hotkey) as client, open_store(store) as st:
         done = work_until_empty(client, catalog, st, config, workdir / name, max_items=max_items, idle_s=idle)
     rows = [{"eval_run_id": d.eval_run_id, "kind": d.kind, "agent_version_id": d.agent_version_id,

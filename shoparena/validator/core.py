@@ -15,7 +15,9 @@ the model backend failed (the gateway's 502) makes that problem ``FAILED`` with 
 Judge infrastructure failures never become scores: a problem whose verdict failed gets no record (a retry judges
 it again), and a run where more than half of at least three judge calls failed is ``FAILED`` (ORO's rule), as is
 a run whose judge could not be reached at all (reason ``judge_unavailable: …``).
-The summary carries ORO's score components and ``final = success_rate × coeff(q)``.
+The summary carries ORO's score components and ``final = success_rate × coeff(q)``, folded with the agentic-richness
+incentive when ``richness_weight`` > 0 (:func:`shoparena.scoring.richness.fold`; weight 0 is ORO's score and
+today's pipeline version, byte for byte).
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shoparena import __version__
+from shoparena.scoring.richness import fold, richness, richness_of_record, scorer_id
 from shoparena.scoring.types import ProblemScore, ScoreReport
 from shoparena.store.types import PipelineVersion, TrajectoryRecord
 from shoparena.tasks.types import Problem
 from shoparena.types import Mode
-from shoparena.validator.judge.types import Verdict, coefficient, final_score
+from shoparena.validator.judge.types import Verdict, coefficient
 from shoparena.validator.output import check_envelope
 from shoparena.validator.sandbox.types import Envelope, Outcome, Sandbox
 from shoparena.validator.types import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig
@@ -104,7 +107,7 @@ def pipeline_version(index: Any, config: ValidatorConfig, judge: Any = None) -> 
     """The scoring pipeline of ``config`` (``judge`` None: no judge, as in ``run``)."""
     from shoparena.scoring.similarity import get_similarity
 
-    return PipelineVersion(scorer=SCORER_ID, scorer_mode=config.scorer_mode,
+    return PipelineVersion(scorer=scorer_id(SCORER_ID, config.richness_weight), scorer_mode=config.scorer_mode,
                            similarity=get_similarity(config.similarity).name, catalog_sha256=index.catalog_sha256,
                            judge=judge.name if judge is not None else "none",
                            judge_prompt_version=judge.prompt_version if judge is not None else "none",
@@ -235,6 +238,7 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     todo = [p for p in problems if p.problem_id not in done]
     scores: dict[str, ProblemScore] = {}
     verdicts: dict[str, Verdict] = {}
+    rich: dict[str, float] = {}
     lines: list[ProblemLine] = []
     written = 0
     provenance = Provenance(agent, code_sha, pipeline, run_id, config.validator_hotkey)
@@ -243,19 +247,23 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
         scores[res.problem.problem_id] = res.score
         if res.verdict is not None:
             verdicts[res.problem.problem_id] = res.verdict
+        if res.steps:
+            rich[res.problem.problem_id] = richness(res.calls, res.steps).score
         if res.record is not None and store.append(res.record):
             written += 1
         lines.append(ProblemLine(problem_id=res.problem.problem_id, bucket=res.problem.bucket,
                                  status=res.envelope.status, success=res.score.success,
                                  judge_score=res.verdict.score if res.verdict else None,
                                  judge_ok=res.verdict.ok if res.verdict else None, recorded=res.record is not None,
-                                 seconds=res.outcome.wall_s))
+                                 seconds=res.outcome.wall_s, richness=rich.get(res.problem.problem_id)))
         if progress is not None:
             progress(lines[-1])
 
     for r in store.query(eval_run_id=run_id, pipeline_version=pipeline.key()):
         if r.problem_id not in scores:  # recorded by an earlier attempt: take its stored outcome and verdict
             scores[r.problem_id] = scorer_from_record(r)
+            if r.steps:
+                rich[r.problem_id] = richness_of_record(r).score
             if r.judge is not None:
                 verdicts[r.problem_id] = Verdict.model_validate(r.judge)
     report = aggregate_scores(list(scores.values()), problems, config.scorer_mode)
@@ -263,6 +271,7 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     failed = sum(1 for v in judged if not v.ok)
     ok_scores = [v.score for v in judged if v.ok and v.score is not None]
     q = sum(ok_scores) / len(ok_scores) if ok_scores else None
+    successful = [rich.get(pid, 0.0) for pid, sc in sorted(scores.items()) if sc.success]
     status: Literal["SUCCESS", "FAILED"] = "SUCCESS"
     reason = None
     unreachable = next((v.error for v in judged if not v.ok and (v.error or "").startswith("judge_unavailable")),
@@ -277,10 +286,13 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
         format_score=report.format_score, field_matching=report.field_matching,
         total_problems=len(problems), successful_problems=report.successful_problems,
         scored_problems=report.scored_problems, reasoning_quality=None if q is None else round(q, 4),
-        reasoning_coefficient=coefficient(q), final_score=final_score(report.success_rate, q),
+        reasoning_coefficient=coefficient(q),
+        final_score=fold(report.success_rate, coefficient(q), successful, config.richness_weight),
         judge_inference_failed=failed, judge_inference_total=len(judged), records_written=written,
         records_skipped=len(done), sandbox=sandbox.name, problems=lines,
         seconds=round(time.perf_counter() - t0, 2),
+        richness=round(sum(successful) / len(successful), 4) if successful else None,
+        richness_weight=config.richness_weight,
     )
 
 

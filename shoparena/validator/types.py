@@ -42,6 +42,9 @@ class ValidatorConfig(BaseModel):
     """Argument handling of the gateway's search service (its flavour is always ``oro``)."""
     protocol: Literal["native", "tags"] | None = None
     """``SHOPARENA_PROTOCOL`` for the built-in ReAct agents (None: their default, native)."""
+    richness_weight: float = Field(0.0, ge=0.0, le=1.0)
+    """The agentic-richness incentive (``shoparena.scoring.richness.fold``): the share of a successful trajectory's
+    score that depends on the LLM having chosen its calls. 0 = ORO's scoring; > 0 is named in the pipeline version."""
 
 
 class AgentSpec(BaseModel):
@@ -66,6 +69,8 @@ class ProblemLine(BaseModel):
     judge_ok: bool | None
     recorded: bool
     seconds: float
+    richness: float | None = None
+    """The trajectory's agentic richness (``shoparena.scoring.richness``); None without a trace."""
 
 
 class EvaluationSummary(BaseModel):
@@ -86,6 +91,7 @@ class EvaluationSummary(BaseModel):
     reasoning_quality: float | None
     reasoning_coefficient: float | None
     final_score: float | None
+    """``success_rate · coeff(q)`` folded with the richness incentive at ``richness_weight`` (0: ORO's)."""
     judge_inference_failed: int
     judge_inference_total: int
     records_written: int
@@ -94,3 +100,7 @@ class EvaluationSummary(BaseModel):
     sandbox: str
     problems: list[ProblemLine]
     seconds: float
+    richness: float | None = None
+    """Mean richness of the run's successful trajectories (the ``R̄`` of the fold; None when none succeeded)."""
+    richness_weight: float = 0.0
+    """The weight ``final_score`` was folded with."""

@@ -154,6 +154,11 @@ class ScoreComponents(BaseModel):
     reasoning_coefficient: float | None = None
     judge_inference_failed: int | None = None
     judge_inference_total: int | None = None
+    richness: float | None = None
+    """Mean agentic richness of the run's successful trajectories (``shoparena.scoring.richness``)."""
+    richness_weight: float | None = None
+    """The richness weight the validator folded into ``validator_score`` (None: a validator that predates the
+    option, i.e. 0)."""
 
 
 class CompleteRequest(BaseModel):

@@ -181,6 +181,10 @@ def complete(conn: Connection, run_id: str, validator: str, req: CompleteRequest
         total = req.score_components.total_problems
         if total is not None and total != n_problems:
             raise Invalid(f"the run scored {total} problems; the suite has {n_problems}")
+        weight = req.score_components.richness_weight or 0.0
+        if weight != config.richness_weight:  # races and weights never mix scores of two formulas
+            raise Invalid(f"the run was scored with richness weight {weight:g}; this arena scores with "
+                          f"{config.richness_weight:g}")
     comps = req.score_components
     conn.execute(update(eval_runs).where(eval_runs.c.eval_run_id == run_id).values(
         status="SUCCESS" if success else "FAILED", completed_at=now, is_included=success,
