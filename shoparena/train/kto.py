@@ -62,11 +62,18 @@ class KTOConfig(StageConfig):
     probe_max_new_tokens: int = Field(256, ge=1)
     probe_temperature: float = Field(0.7, ge=0.0)
     probe_top_p: float = Field(0.95, gt=0.0, le=1.0)
+    system: Literal["row", "harness"] = "row"
+    """``harness``: prompts without a system turn get the harness's native one (as SFT's ``system``)."""
 
 
-def kto_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def kto_rows(rows: Iterable[dict[str, Any]], *, system: str = "row", compact: Any = None) -> list[dict[str, Any]]:
     """The trainer's columns of ``kto.jsonl`` rows (``prompt``, ``completion``, ``label``, ``tools`` as a JSON
-    string), checked: a bad row raises :class:`DataError` naming it."""
+    string), checked: a bad row raises :class:`DataError` naming it. Prompts are rendered as the model is served:
+    ``system="harness"`` puts the harness's native system turn in front of a prompt without one, ``compact`` (the
+    input checkpoint's observation compaction) shortens tool results exactly as its backend does."""
+    from shoparena.llm.compact import compact_messages
+    from shoparena.train.format import with_system
+
     out = []
     for n, row in enumerate(rows):
         where = f"KTO row {row.get('id', n)!r}" if isinstance(row, dict) else f"KTO row {n}"
@@ -80,7 +87,8 @@ def kto_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if not isinstance(row["prompt"], list) or not row["prompt"]:
             raise DataError(f"{where}: prompt must be a non-empty message list")
         tools = row.get("tools")
-        out.append({"prompt": row["prompt"], "completion": completion, "label": row["label"],
+        prompt = compact_messages(with_system(row["prompt"], system), compact)
+        out.append({"prompt": prompt, "completion": completion, "label": row["label"],
                     "tools": tools if isinstance(tools, str) or tools is None else json.dumps(tools)})
     if not out:
         raise DataError("no KTO rows", hint="the corpus's kto.jsonl is empty")
@@ -230,7 +238,9 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model(model_dir)
-    given = kto_rows(kto_rows_in)
+    from shoparena.llm.compact import read_compact
+
+    given = kto_rows(kto_rows_in, system=config.system, compact=read_compact(Path(model_dir)))
     rows = fitting_rows(given, tokenizer, config.max_length)
     if not rows:
         raise DataError(f"every KTO prompt is at least max_length={config.max_length} tokens long",

@@ -189,6 +189,17 @@ def _base_model(recipe: Recipe, out: Path) -> Path:
     return path
 
 
+def _inherit_format(src: Path, dest: Path) -> None:
+    """A stage that does not choose its own observation rendering (KTO, GRPO) serves the one it was trained on:
+    the input checkpoint's ``shoparena_format.json`` is copied into its output when the output has none."""
+    import shutil
+
+    from shoparena.llm.compact import FORMAT_FILE
+
+    if (src / FORMAT_FILE).is_file() and not (dest / FORMAT_FILE).exists() and dest.is_dir():
+        shutil.copyfile(src / FORMAT_FILE, dest / FORMAT_FILE)
+
+
 def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                stages: list[str] | tuple[str, ...] | None = None, resume: bool = False,
                catalog_dir: str | os.PathLike[str] | None = None, recipe_text: str | None = None,
@@ -270,6 +281,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
                 result = mod.train_grpo(model, _rows(corpus, "grpo_train"), config, sdir, catalog_dir=catalog_dir,
                                         **common)
         if done is None:
+            _inherit_format(model, Path(result.model_dir))
             result = write_stage(sdir, result.model_copy(update={"key_sha256": key}))
         input_sha = result.checkpoint_sha256
         manifest.stages.append(result)

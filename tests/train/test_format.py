@@ -120,3 +120,31 @@ def test_compact_rendering_is_the_one_the_hf_backend_serves(train_world: TrainWo
     assert sample.text.startswith(prompt) and prompt.endswith("<|im_start|>assistant\n")
     assert len(prompt) == sample.spans[-1][0]
     assert short in prompt and tool["content"] not in prompt  # served compacted, as trained
+
+
+def test_harness_system_turn_is_what_a_react_episode_is_prompted_with(train_world: TrainWorld,
+                                                                      tiny_model: Path) -> None:
+    """Corpus rows carry no system turn; ``system: harness`` trains them under the one every native-protocol
+    episode sends, so the trained context of the first turn is exactly the first evaluation prompt."""
+    from shoparena.env.prompts import NATIVE
+    from shoparena.env.runner import EpisodeLoop
+    from shoparena.env.types import EpisodeConfig
+    from shoparena.llm.hf_backend import HFBackend
+    from shoparena.train.format import with_system
+
+    row = _row(train_world)
+    assert row["messages"][0]["role"] == "user"
+    loop = EpisodeLoop({"problem_id": "p", "query": row["messages"][0]["content"]}, None,
+                       EpisodeConfig(protocol="native", profile="upstream4"))
+    backend = HFBackend(tiny_model)
+    first_prompt = backend.render(loop.native, loop.offered)
+    sample = render_sample(backend.tokenizer, row["messages"], loop.offered, system="harness")
+    assert sample.text[: sample.spans[0][0]] == first_prompt and NATIVE in first_prompt
+    validate_mask(backend.tokenizer, sample)  # the system turn is context, never trained
+    plain = render_sample(backend.tokenizer, row["messages"], loop.offered)
+    assert NATIVE not in plain.text and sum(sample.assistant_masks) == sum(plain.assistant_masks)
+    own = [{"role": "system", "content": "custom"}, *row["messages"]]
+    assert with_system(own) is own and with_system(row["messages"], "row") is row["messages"]
+    encoded = encode_rows(backend.tokenizer, [row], FormatConfig(max_length=100_000, system="harness"))
+    assert encoded.samples[0]["input_ids"] == render_sample(backend.tokenizer, row["messages"], row["tools"],
+                                                            system="harness").input_ids

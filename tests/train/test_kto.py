@@ -58,6 +58,24 @@ def test_labels_follow_the_trajectory_outcome(rl_world: RLWorld) -> None:
         balance["undesirable"] * balance["undesirable_weight"])
 
 
+def test_prompts_are_rendered_as_the_model_is_served(rl_world: RLWorld) -> None:
+    """``system: harness`` puts the harness's native system turn in front; the input checkpoint's compaction
+    shortens the tool results of the prompt as its backend does; the completion is untouched."""
+    from shoparena.env.prompts import NATIVE
+    from shoparena.llm.compact import CompactConfig, compact_messages
+
+    raw = [r for r in rl_world.rows("kto_train") if any(m["role"] == "tool" for m in r["prompt"])]
+    assert raw
+    compact = CompactConfig(max_items=1, max_chars=120)
+    rows = kto_rows(raw, system="harness", compact=compact)
+    for r, given in zip(rows, raw, strict=True):
+        assert r["prompt"][0] == {"role": "system", "content": NATIVE}
+        assert r["prompt"][1:] == compact_messages(given["prompt"], compact)
+        assert r["completion"] == given["completion"]
+        assert all(len(m["content"]) <= 120 for m in r["prompt"] if m["role"] == "tool")
+    assert [r["prompt"] for r in kto_rows(raw)] == [r["prompt"] for r in raw]  # the defaults change nothing
+
+
 def test_bad_rows_are_one_clear_error(rl_world: RLWorld) -> None:
     row = rl_world.rows("kto_train")[0]
     with pytest.raises(DataError, match="label"):

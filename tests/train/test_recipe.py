@@ -151,6 +151,11 @@ def test_cli_tiny_runs_all_five_stages_with_clean_json(rl_world: Any, tmp_path: 
     assert all(s["metrics"].get("loss_last") is not None and s["steps"] >= 1 for s in printed["stages"])
     assert printed["final_model"] == str(out / "grpo" / "model") and (out / "grpo" / "model").is_dir()
     assert set(printed["checkpoints"]) == {"sft", "rs", "teacher", "kto", "grpo"}
+    from shoparena.llm.compact import FORMAT_FILE
+
+    # KTO and GRPO choose no observation rendering: they serve the one their input was trained with
+    formats = {s: (out / s / "model" / FORMAT_FILE).read_text() for s in ("teacher", "kto", "grpo")}
+    assert formats["kto"] == formats["grpo"] == formats["teacher"]
     main(["train", "tiny", "--corpus", str(rl_world.corpus), "--catalog", str(rl_world.catalog),
           "--out", str(out), "--resume", "--json"])
     again = json.loads(capsys.readouterr().out)  # every stage re-checked by its hash (one hash for all stages)
