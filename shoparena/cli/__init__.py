@@ -32,6 +32,7 @@ from shoparena.cli import (
     validate,
 )
 from shoparena.cli import evaluate as evaluate_cli
+from shoparena.cli import judge as judge_cli
 from shoparena.cli import loop as loop_cli
 from shoparena.cli import models as models_cli
 from shoparena.cli import store as store_cli
@@ -53,6 +54,7 @@ app.add_typer(store_cli.app, name="store")
 app.add_typer(arena.app, name="arena")
 app.add_typer(corpus.app, name="corpus")
 app.add_typer(models_cli.app, name="models")
+app.add_typer(judge_cli.app, name="judge")
 app.command("serve")(llm.serve)
 app.command("run")(run.run)
 app.command("validate")(validate.validate)
