@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shoparena.errors import ConfigError
-from shoparena.evaluate.judging import JudgeEntry, _num, _one_judge, _panel, parse_judges
+from shoparena.evaluate.judging import JudgeEntry, _num, judge_figures, panel_figures, parse_judges
 from shoparena.evaluate.stats import cohen_kappa
 
 __all__ = ["DEFAULT_PANEL", "FORMAT", "audit_judges"]
@@ -149,7 +149,7 @@ def audit_judges(store_url: str, judges: Sequence[str] | None = None, sample: in
                                                                                         int | float)}
             by_judge = {}
             for e in entries:
-                figures = _one_judge(tables[e.label], success, gate)
+                figures = judge_figures(tables[e.label], success, gate)
                 del figures["episodes"]
                 figures["stored_verdict"] = _stored_agreement(tables[e.label], stored, gate)
                 by_judge[e.label] = figures
@@ -161,7 +161,7 @@ def audit_judges(store_url: str, judges: Sequence[str] | None = None, sample: in
                 "sample": {**drawn, "requested": sample, "rule_success": sum(success.values()),
                            "stored_verdicts": len(stored), "trace_reproduced": reproduced,
                            "record_ids": [r.record_id for r in records]},
-                "by_judge": by_judge, "panel": _panel(tables, gate),
+                "by_judge": by_judge, "panel": panel_figures(tables, gate),
             }
             out.update(_races(store_url, store, entries, panel) if races else
                        {"races": None, "races_reason": "not requested"})

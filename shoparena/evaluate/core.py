@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
-from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary
+from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary, read_run_file
 from shoparena.evaluate.stats import (
     majority_success,
     mcnemar_exact,
@@ -176,17 +176,7 @@ def per_bucket(problems: Sequence[Problem], k: int, seed: int = 0) -> list[Probl
 
 
 def _read_scores(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "scores.jsonl"
-    if not path.is_file():
-        raise NotFoundError(f"{run_dir}: no scores.jsonl (not a finished run)")
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise DataError(f"{path}:{i}: not JSON") from None
-    return rows
+    return read_run_file(run_dir / "scores.jsonl")
 
 
 def _ci(values: Sequence[float], seed: int, n: int) -> list[float]:

@@ -33,7 +33,9 @@ from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.evaluate.stats import cohen_kappa, confusion, fleiss_kappa
 from shoparena.tasks.types import Problem
 
-__all__ = ["JudgeEntry", "judge_run", "judge_summary", "parse_judges"]
+__all__ = [
+    "JudgeEntry", "judge_figures", "judge_run", "judge_summary", "panel_figures", "parse_judges", "read_run_file",
+]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -76,7 +78,8 @@ def parse_judges(specs: Sequence[str]) -> list[JudgeEntry]:
     return out
 
 
-def _jsonl(path: Path) -> list[Any]:
+def read_run_file(path: Path) -> list[Any]:
+    """The rows of one of a run's JSONL files (a missing file → NotFoundError, a bad line → DataError)."""
     if not path.is_file():
         raise NotFoundError(f"{path}: missing (not a finished run)")
     rows = []
@@ -103,7 +106,7 @@ def judge_run(run_dir: str | Path, problems: Sequence[Problem], entry: JudgeEntr
     run_dir = Path(run_dir)
     judge = get_judge(entry.spec)
     rollouts_file = run_dir / "rollouts.jsonl"
-    runs, rollouts = _jsonl(run_dir / "runs.jsonl"), _jsonl(rollouts_file)
+    runs, rollouts = read_run_file(run_dir / "runs.jsonl"), read_run_file(rollouts_file)
     if len(runs) != len(rollouts):
         raise DataError(f"{run_dir}: runs.jsonl has {len(runs)} lines, rollouts.jsonl {len(rollouts)}")
     meta = {"spec": entry.spec, "judge": judge.name, "prompt_version": judge.prompt_version,
@@ -117,7 +120,7 @@ def judge_run(run_dir: str | Path, problems: Sequence[Problem], entry: JudgeEntr
         except (OSError, ValueError):
             pass
     calls: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for c in _jsonl(run_dir / "calls.jsonl"):
+    for c in read_run_file(run_dir / "calls.jsonl"):
         if isinstance(c, dict):
             key = (str(c.get("problem_id")), c.get("sample"))
             calls.setdefault(key, []).append({k: v for k, v in c.items() if k != "sample"})  # run_agents added it
@@ -154,8 +157,10 @@ def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
 
 
-def _one_judge(verdicts: list[dict[str, Any]], success: Mapping[tuple[str, Any], bool], gate: float
-               ) -> dict[str, Any]:
+def judge_figures(verdicts: list[dict[str, Any]], success: Mapping[tuple[str, Any], bool], gate: float
+                  ) -> dict[str, Any]:
+    """One judge's figures over verdict rows (``problem_id``, ``sample``, ``judged``, ``ok``, ``score``) against
+    the rule outcome ``success[(problem_id, sample)]``."""
     usable = [v for v in verdicts if v.get("judged") and v.get("ok") and isinstance(v.get("score"), int | float)]
     rule = [success.get((v["problem_id"], v["sample"]), False) for v in usable]
     passed = [float(v["score"]) >= gate for v in usable]
@@ -171,7 +176,8 @@ def _one_judge(verdicts: list[dict[str, Any]], success: Mapping[tuple[str, Any],
     }
 
 
-def _panel(tables: Mapping[str, list[dict[str, Any]]], gate: float) -> dict[str, Any] | None:
+def panel_figures(tables: Mapping[str, list[dict[str, Any]]], gate: float) -> dict[str, Any] | None:
+    """Agreement of two or more judges over the episodes every one of them scored (None for fewer than two)."""
     if len(tables) < 2:
         return None
     usable = {label: {(v["problem_id"], v["sample"]): float(v["score"]) for v in rows
@@ -199,10 +205,10 @@ def judge_summary(run_dirs: Mapping[str, Path], judges: Sequence[JudgeEntry], ga
     pooled_success: dict[tuple[str, Any], bool] = {}
     for label, run_dir in run_dirs.items():
         success = {(r.get("problem_id"), r.get("sample")): bool(r.get("success"))
-                   for r in _jsonl(run_dir / "runs.jsonl")}
+                   for r in read_run_file(run_dir / "runs.jsonl")}
         tables: dict[str, list[dict[str, Any]]] = {}
         for j in judges:
-            rows = _jsonl(run_dir / "judges" / f"{j.label}.jsonl")
+            rows = read_run_file(run_dir / "judges" / f"{j.label}.jsonl")
             if len(rows) != len(success):
                 raise DataError(f"{run_dir}/judges/{j.label}.jsonl: {len(rows)} verdicts for {len(success)} "
                                 "episodes (stale: run the evaluation again with --resume)")
@@ -210,14 +216,14 @@ def judge_summary(run_dirs: Mapping[str, Path], judges: Sequence[JudgeEntry], ga
             # pooled keys carry the model label: the same (problem, sample) of two models are two trajectories
             pooled[j.label].extend({**v, "problem_id": f"{label}/{v.get('problem_id')}"} for v in rows)
         pooled_success.update({(f"{label}/{k[0]}", k[1]): s for k, s in success.items()})
-        figures: dict[str, Any] = {j: _one_judge(rows, success, gate) for j, rows in tables.items()}
-        panel = _panel(tables, gate)
+        figures: dict[str, Any] = {j: judge_figures(rows, success, gate) for j, rows in tables.items()}
+        panel = panel_figures(tables, gate)
         if panel is not None:
             figures["panel"] = panel
         per_model[label] = figures
     overall: dict[str, Any] = {"gate": gate, "specs": {j.label: j.spec for j in judges},
-                               "by_judge": {j: _one_judge(rows, pooled_success, gate) for j, rows in pooled.items()}}
-    panel = _panel(pooled, gate)
+                               "by_judge": {j: judge_figures(rows, pooled_success, gate) for j, rows in pooled.items()}}
+    panel = panel_figures(pooled, gate)
     if panel is not None:
         overall["panel"] = panel
     return per_model, overall
