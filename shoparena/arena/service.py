@@ -140,6 +140,16 @@ class Arena:
             validator_hotkey=validator, race_id=race_id, block=block, uids=list(uids), weights=list(weights),
             ok=ok, reason=reason, at=now)))
 
+    def record_epoch(self, *, epoch: int, block: int, emission: dict[str, float], owner: float) -> None:
+        """Keep one chain epoch's payout (an ``EPOCH`` event: emission per hotkey, the owner's cut), so the pages
+        can plot emissions over time without the chain."""
+        from shoparena.arena.state.db import event
+
+        now = self.now()
+        self.db.write(lambda c: event(c, now, "EPOCH", "chain", str(epoch), epoch=epoch, block=block,
+                                      emission={k: round(float(v), 9) for k, v in emission.items()},
+                                      owner=round(float(owner), 9)))
+
     # -- the race clock ----------------------------------------------------------------------------------------
     def tick(self) -> list[str]:
         """Reap lapsed leases and apply every race transition due now; returns what happened."""

@@ -228,6 +228,9 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
                     owner_emission += float(result.owner_emission)
                     for hk, em in zip(result.hotkeys, result.emission, strict=True):
                         epoch_emissions[hk] += float(em)
+                    arena.record_epoch(epoch=result.epoch, block=result.block, owner=float(result.owner_emission),
+                                       emission={hk: float(em) for hk, em in zip(result.hotkeys, result.emission,
+                                                                                 strict=True) if em})
                 if step % 2 == 0:
                     weights_log = _set_weights(arena, chain, validators, build_weights)
             rotation = banks.rotate(day + 1)

@@ -180,8 +180,10 @@ def mount(app: FastAPI, site: Site) -> FastAPI:
             out = arena_q.race_list(site, conn, limit=p.limit, before=p.before)
             weights = arena_q.weights_series(site, conn)
             out["weights"] = weights
+            out["emissions"] = arena_q.emissions_series(site, conn)
             if not request.url.path.startswith("/api/"):
                 out["plot"] = line_plot(weights["series"])
+                out["emissions_plot"] = line_plot(out["emissions"]["series"])
             return out
         return serve(request, arena_only(data), "races.html")
 

@@ -22,6 +22,7 @@ from shoparena.arena.state.schema import (
     agent_versions,
     agents,
     eval_runs,
+    events,
     miners,
     qualifiers,
     races,
@@ -151,8 +152,30 @@ def weights_series(site: Site, conn: Connection, *, race_id: str | None = None, 
                 if w:
                     series[f"uid {u}"].append((r.at, round(w / total, 4)))
     return {"submissions": submissions_, "series": dict(sorted(series.items())),
-            "note": "emissions are computed by the chain and not stored in this database; shares of the weights "
-                    "each validator set are what the arena records"}
+            "note": "shares of the weights each validator set, as the arena recorded them"}
+
+
+def emissions_series(site: Site, conn: Connection, *, limit: int = 500) -> dict[str, Any]:
+    """Cumulative emission per participant over the chain's epochs, from the arena's ``EPOCH`` events (the newest
+    ``limit``; the subject index is used, no scan of other events); hotkeys are named by their miner's agent."""
+    ev = events.c
+    rows = list(reversed(conn.execute(select(ev.at, ev.data).where(ev.subject == "chain", ev.kind == "EPOCH")
+                                      .order_by(ev.seq.desc()).limit(limit)).all()))
+    names = {r.hotkey: r.name for r in conn.execute(select(agents.c.hotkey, agents.c.name)).all()} if rows else {}
+    total: dict[str, float] = defaultdict(float)
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    owner = 0.0
+    for r in rows:
+        data = r.data if isinstance(r.data, dict) else {}
+        owner += float(data.get("owner") or 0.0)
+        for hk, em in (data.get("emission") or {}).items():
+            total[hk] += float(em)
+        for hk, t in total.items():
+            series[names.get(hk, hk[:10])].append((r.at, round(t, 6)))
+    return {"epochs": len(rows), "owner": round(owner, 6),
+            "by_participant": {names.get(k, k[:10]): round(v, 6)
+                               for k, v in sorted(total.items(), key=lambda kv: -kv[1])},
+            "series": dict(sorted(series.items()))}
 
 
 def _violations(v: Any) -> list[dict[str, Any]]:

@@ -214,6 +214,13 @@ def test_race_page_has_the_lifecycle_and_the_weights(http: httpx.Client, world: 
     assert page.status_code == 200 and "<polyline" in page.text and "Held-out draw" in page.text
     assert "<polyline" in http.get("/races").text
     assert http.get("/api/races", params={"limit": 1000}).status_code == 422
+    # emissions over time: the chain's epochs as the arena recorded them add up to what the simulation paid out
+    em = races["emissions"]
+    paid = world["result"].emissions
+    assert em["epochs"] > 0 and em["owner"] == pytest.approx(paid["owner"], abs=1e-3)
+    assert sum(em["by_participant"].values()) == pytest.approx(sum(paid["by_participant"].values()), abs=1e-3)
+    assert all(pts == sorted(pts) for pts in em["series"].values())  # cumulative: never falls
+    assert "Emissions over time" in http.get("/races").text
 
 
 def test_agent_page_shows_gate_verdicts_and_evaluations(http: httpx.Client, world: dict[str, Any]) -> None:
