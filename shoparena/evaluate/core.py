@@ -338,10 +338,11 @@ def _same_run(run_dir: Path, rc: Any, problems: Sequence[Problem]) -> bool:
         ids = json.loads((run_dir / "problems.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError):
         return False
-    # concurrency does not change a run's results (every sample has its own seed), so it may differ
-    want = {k: v for k, v in rc.model_dump().items() if k != "concurrency"}
-    have = {k: v for k, v in stored.items() if k != "concurrency"} if isinstance(stored, dict) else None
-    return have == want and ids == [p.problem_id for p in problems] and (run_dir / "scores.jsonl").is_file()
+    try:  # the same fields, and the same values of those that decide the episodes
+        same = set(stored) == set(rc.model_dump()) and type(rc).model_validate(stored).identity() == rc.identity()
+    except (ValueError, TypeError):
+        return False
+    return same and ids == [p.problem_id for p in problems] and (run_dir / "scores.jsonl").is_file()
 
 
 def _run_meta(run_dir: Path) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from shoparena.errors import DataError
 from shoparena.tasks.types import Problem
 from shoparena.types import Mode
 from shoparena.validator.core import AgentSpec, ProblemResult, ValidatorConfig
@@ -54,6 +55,11 @@ class RunConfig(BaseModel):
     score_mode: Mode = "strict"
     protocol: Literal["native", "tags"] | None = None
     """Protocol for the built-in ReAct agents (default native)."""
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that decide a run's episodes: all but ``concurrency`` (every sample has its own seed), so a
+        resumed or kept run may have used another."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if k != "concurrency"}
 
 
 class RunSummary(BaseModel):
@@ -131,9 +137,7 @@ def _episode(res: ProblemResult) -> dict[str, Any]:
 
 
 def _partial_header(config: RunConfig, problems: Sequence[Problem], run_id: str) -> dict[str, Any]:
-    # concurrency does not change any episode (each has its own seed), so a resumed run may use another
-    return {"format": _PARTIAL_FORMAT, "run_id": run_id,
-            "config": {k: v for k, v in config.model_dump(mode="json").items() if k != "concurrency"},
+    return {"format": _PARTIAL_FORMAT, "run_id": run_id, "config": config.identity(),
             "problems": [p.problem_id for p in problems]}
 
 
@@ -164,8 +168,6 @@ def _read_partial(path: Path, header: dict[str, Any], n_samples: int) -> list[di
         if not ok:
             if i == len(lines):
                 break  # torn tail
-            from shoparena.errors import DataError
-
             raise DataError(f"{path}:{i}: not an episode of this run", hint="delete the file to start the run again")
         episodes[key] = ep
     return list(episodes.values())
