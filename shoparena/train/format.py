@@ -100,6 +100,18 @@ def parse_tools(tools: Any) -> list[dict[str, Any]] | None:
     return tools or None
 
 
+def tool_names(tools: Any) -> tuple[str, ...]:
+    """The sorted names of a row's tools (``()`` for none); :class:`DataError` when they are malformed."""
+    names = []
+    for spec in parse_tools(tools) or []:
+        fn = spec.get("function", spec) if isinstance(spec, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str):
+            raise DataError("a tool spec has no function name")
+        names.append(name)
+    return tuple(sorted(names))
+
+
 def _render(tokenizer: Any, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
     return tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen)
 

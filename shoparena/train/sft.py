@@ -29,11 +29,11 @@ from shoparena.train.checkpoint import (
     peft_config,
     write_stage,
 )
-from shoparena.train.format import FormatConfig, encode_rows
+from shoparena.train.format import FormatConfig, encode_rows, tool_names
 from shoparena.train.types import StageConfig, StageResult
 
 __all__ = [
-    "SFTConfig", "copy_checkpoint", "train_sft",
+    "SFTConfig", "copy_checkpoint", "in_profile", "train_sft",
 ]
 
 class SFTConfig(StageConfig):
@@ -55,6 +55,10 @@ class SFTConfig(StageConfig):
     gradient_checkpointing: bool = False
     full_determinism: bool = False
     """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
+    tools: tuple[str, ...] | None = None
+    """Train (and measure ``eval_loss``) only on rows that offer exactly these tools: the tool profile the model will
+    be evaluated with (e.g. ShoppingBench's four for ``react``). ``None``: every row. Rows left out are counted as
+    ``off_profile``."""
 
     def format(self) -> FormatConfig:
         return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact,
@@ -176,6 +180,23 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
             "num_tokens": tokens, "resumed_from": last, "model": dest}
 
 
+def in_profile(rows: Sequence[dict[str, Any]], tools: Sequence[str] | None) -> tuple[list[dict[str, Any]], int]:
+    """The rows whose tools are exactly ``tools`` (all rows when ``None``), and how many were left out. A row whose
+    tools do not parse is left out too (rendering would drop it anyway)."""
+    if tools is None:
+        return list(rows), 0
+    want = tuple(sorted(tools))
+    kept = []
+    for row in rows:
+        try:
+            names = tool_names(row.get("tools"))
+        except DataError:
+            continue
+        if names == want:
+            kept.append(row)
+    return kept, len(rows) - len(kept)
+
+
 def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, Any]],
               eval_rows: Sequence[dict[str, Any]], config: SFTConfig, out_dir: str | os.PathLike[str], *,
               resume: bool = False, progress: bool = False, callbacks: Sequence[Any] = (),
@@ -192,8 +213,11 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     _, transformers = import_torch_stack()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     fmt = config.format()
+    train_rows, off_train = in_profile(train_rows, config.tools)
+    eval_rows, off_eval = in_profile(eval_rows, config.tools)
     train = encode_rows(tokenizer, train_rows, fmt)
     evals = encode_rows(tokenizer, list(eval_rows)[: config.max_eval_rows], fmt)
+    train.counts["off_profile"], evals.counts["off_profile"] = off_train, off_eval
     if not train.samples:
         raise DataError(f"no trainable SFT rows ({dict(train.counts)})",
                         hint="raise max_length, use truncation: keep_start, or compact observations")
