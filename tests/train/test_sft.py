@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from shoparena.errors import DataError
 from shoparena.llm.compact import CompactConfig
 from shoparena.train.checkpoint import checkpoint_sha256, load_stage
-from shoparena.train.sft import SFTConfig, train_sft
+from shoparena.train.format import tool_names
+from shoparena.train.sft import SFTConfig, in_profile, train_sft
 from shoparena.train.types import LoraConfig
 from tests.train.conftest import TrainWorld
 
@@ -87,3 +89,33 @@ def test_lr_sweep_keeps_the_lowest_eval_loss(train_world: TrainWorld, tiny_model
     assert res.metrics["lr"] == best["lr"] and res.metrics["eval_loss"] == best["eval_loss"]
     chosen = tmp_path / "s" / "sweep" / f"lr-{best['lr']:g}" / "model"
     assert res.checkpoint_sha256 == checkpoint_sha256(chosen)
+
+
+def _row(*names: str) -> dict[str, Any]:
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in names]
+    return {"messages": [], "tools": json.dumps(tools)}
+
+
+def test_in_profile_keeps_exactly_the_rows_offering_the_evaluations_tools() -> None:
+    four = ("find_product", "view_product_information", "recommend_product", "terminate")
+    rows = [_row(*four), _row(*reversed(four)), _row(*four, "calculate_voucher"), _row(*four[:3]),
+            {"messages": [], "tools": "not json"}, {"messages": [], "tools": None}]
+    kept, off = in_profile(rows, four)
+    assert kept == rows[:2] and off == 4  # order-free match; a superset, a subset, bad JSON and no tools are out
+    assert in_profile(rows, None) == (rows, 0)
+    assert tool_names(rows[2]["tools"]) == tuple(sorted((*four, "calculate_voucher")))
+    with pytest.raises(DataError):
+        tool_names(json.dumps([{"type": "function", "function": {}}]))
+
+
+def test_sft_trains_only_the_profiles_rows(train_world: TrainWorld, tiny_model: Path, tmp_path: Path) -> None:
+    rows = train_world.sft_rows
+    profiles = sorted({tool_names(r["tools"]) for r in rows})
+    want = profiles[0]
+    n_in = sum(1 for r in rows if tool_names(r["tools"]) == want)
+    res = train_sft(tiny_model, rows, rows, _config(max_steps=1, tools=want, max_eval_rows=None), tmp_path / "s")
+    counts = res.metrics["train_counts"]
+    assert counts["rows"] == n_in and counts["off_profile"] == len(rows) - n_in
+    assert res.metrics["eval_counts"]["rows"] == n_in
+    with pytest.raises(DataError, match="no trainable SFT rows"):
+        train_sft(tiny_model, rows, [], _config(max_steps=1, tools=("no_such_tool",)), tmp_path / "none")
