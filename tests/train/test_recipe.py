@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from shoparena.env.tools import PROFILES
 from shoparena.errors import ConfigError
 from shoparena.train import recipe as recipe_mod
 from shoparena.train.recipe import BUILTIN_RECIPES, load_recipe, run_recipe
@@ -19,10 +20,19 @@ from tests.train.conftest import TrainWorld
 def test_builtin_recipes_load(name: str) -> None:
     recipe, text = load_recipe(name)
     assert recipe.name == name and text.startswith("#")
-    assert recipe.stages == ("sft", "rs", "teacher", "kto", "grpo")
+    continuation = name == "cpu-mini-sft2"  # stage 1's second leg: SFT only
+    assert recipe.stages == (("sft",) if continuation else ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
 pytest_plugins = ("tests.train.rl_fixtures",)  # the shared corpus / tiny-model fixtures
+
+
+def test_cpu_mini_second_leg_trains_on_the_react_evaluations_tools() -> None:
+    more, _ = load_recipe("cpu-mini-sft2")
+    first, _ = load_recipe("cpu-mini")
+    assert sorted(more.sft.tools or ()) == sorted(PROFILES["upstream4"])  # what `react` evaluation offers
+    assert more.base == "runs/cpu-mini/sft/model" and more.sft.seed != first.sft.seed  # new data order
+    assert (more.sft.format(), more.sft.lora) == (first.sft.format(), first.sft.lora)  # served like the first leg
 
 
 def test_paper_recipe_carries_the_papers_settings() -> None:
