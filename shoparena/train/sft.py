@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import FORMAT_FILE, CompactConfig
@@ -59,6 +59,19 @@ class SFTConfig(StageConfig):
     """Train (and measure ``eval_loss``) only on rows that offer exactly these tools: the tool profile the model will
     be evaluated with (e.g. ShoppingBench's four for ``react``). ``None``: every row. Rows left out are counted as
     ``off_profile``."""
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        from shoparena.env.output import known_tools
+
+        if v is None:
+            return v
+        unknown = sorted(set(v) - known_tools())
+        if not v or unknown or len(set(v)) != len(v):
+            raise ValueError("tools must be distinct registered tool names"
+                             + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+        return v
 
     def format(self) -> FormatConfig:
         return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact,

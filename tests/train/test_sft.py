@@ -118,4 +118,14 @@ def test_sft_trains_only_the_profiles_rows(train_world: TrainWorld, tiny_model: 
     assert counts["rows"] == n_in and counts["off_profile"] == len(rows) - n_in
     assert res.metrics["eval_counts"]["rows"] == n_in
     with pytest.raises(DataError, match="no trainable SFT rows"):
-        train_sft(tiny_model, rows, [], _config(max_steps=1, tools=("no_such_tool",)), tmp_path / "none")
+        train_sft(tiny_model, rows, [], _config(max_steps=1, tools=("web_search",)), tmp_path / "none")
+
+
+@pytest.mark.parametrize(("tools", "match"), [
+    (["find_product", "find_prodcut"], "unknown: find_prodcut"),
+    ([], "distinct registered tool names"),
+    (["terminate", "terminate"], "distinct registered tool names"),
+])
+def test_a_bad_tool_profile_is_refused_in_the_config(tools: list[str], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        SFTConfig(tools=tools)
