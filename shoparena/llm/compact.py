@@ -20,13 +20,20 @@ FORMAT_FILE = "shoparena_format.json"
 
 class CompactConfig(BaseModel):
     """How tool results are shortened. ``max_items``: products kept of a JSON list result; ``fields``: keys kept
-    in each product (``None`` = all); ``max_chars``: hard cap on any tool result's text (cut, marked ``…``)."""
+    in each product (``None`` = all); ``detail_fields``: keys kept besides ``fields`` — a product's details as
+    ``view_product_information`` returns them, the only place a model can read the attribute and SKU constraints
+    a problem asks for; ``max_chars``: hard cap on any tool result's text (cut, marked ``…``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_items: int = Field(5, ge=1)
     fields: tuple[str, ...] | None = ("product_id", "shop_id", "title", "price", "service")
+    detail_fields: tuple[str, ...] = ("attributes", "sku_options")
     max_chars: int = Field(1500, ge=16)
+
+    def keeps(self, key: str) -> bool:
+        """Whether a product's ``key`` survives compaction."""
+        return self.fields is None or key in self.fields or key in self.detail_fields
 
 
 def _compact_text(text: str, config: CompactConfig) -> str:
@@ -37,13 +44,13 @@ def _compact_text(text: str, config: CompactConfig) -> str:
     if isinstance(value, list):
         items = value[: config.max_items]
         if config.fields is not None:
-            items = [{k: v for k, v in item.items() if k in config.fields} if isinstance(item, dict) else item
+            items = [{k: v for k, v in item.items() if config.keeps(k)} if isinstance(item, dict) else item
                      for item in items]
         text = json.dumps(items, ensure_ascii=False)
     elif isinstance(value, dict) and config.fields is not None:
         # view_product_information-style: {"<id>": {...}} or one product object
         if all(isinstance(v, dict) for v in value.values()):
-            value = {k: {f: x for f, x in v.items() if f in config.fields or f in ("attributes", "sku_options")}
+            value = {k: {f: x for f, x in v.items() if config.keeps(f)}
                      for k, v in list(value.items())[: config.max_items]}
         text = json.dumps(value, ensure_ascii=False)
     if len(text) > config.max_chars:

@@ -20,7 +20,7 @@ from tests.train.conftest import TrainWorld
 def test_builtin_recipes_load(name: str) -> None:
     recipe, text = load_recipe(name)
     assert recipe.name == name and text.startswith("#")
-    continuation = name == "cpu-mini-sft2"  # stage 1's second leg: SFT only
+    continuation = name in ("cpu-mini-sft2", "cpu-mini-sft3")  # stage 1's later legs: SFT only
     assert recipe.stages == (("sft",) if continuation else ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
@@ -33,6 +33,16 @@ def test_cpu_mini_second_leg_trains_on_the_react_evaluations_tools() -> None:
     assert sorted(more.sft.tools or ()) == sorted(PROFILES["upstream4"])  # what `react` evaluation offers
     assert more.base == "runs/cpu-mini/sft/model" and more.sft.seed != first.sft.seed  # new data order
     assert (more.sft.format(), more.sft.lora) == (first.sft.format(), first.sft.lora)  # served like the first leg
+
+
+def test_cpu_mini_third_leg_continues_the_second_and_keeps_two_products_details_whole() -> None:
+    third, _ = load_recipe("cpu-mini-sft3")
+    second, _ = load_recipe("cpu-mini-sft2")
+    assert third.base == "runs/cpu-mini-v3/sft/model" and third.sft.seed not in (second.sft.seed, 0)
+    assert third.sft.tools == second.sft.tools and third.sft.lora == second.sft.lora
+    compact = third.sft.format().compact
+    assert compact is not None and compact.max_items == 2 and compact.max_chars == 800
+    assert {"attributes", "sku_options"} <= set(compact.detail_fields)  # what view_product_information tells
 
 
 def test_paper_recipe_carries_the_papers_settings() -> None:
