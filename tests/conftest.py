@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from shoparena.catalog.index import SearchIndex
+from shoparena.catalog.search import SearchService
 from shoparena.catalog.types import Product
 from shoparena.store.pg import TempPostgres, unavailable_reason
 
@@ -113,6 +115,12 @@ TINY_CATALOG: list[dict[str, object]] = [
 def tiny_products() -> list[Product]:
     """The 20 hand-made products, validated."""
     return [Product.model_validate(p) for p in TINY_CATALOG]
+
+
+@pytest.fixture(scope="session")
+def backend(tiny_products: list[Product], tmp_path_factory: pytest.TempPathFactory) -> SearchService:
+    """The real in-process search service (upstream mode) over the 20 hand-made products."""
+    return SearchService(SearchIndex.build(tiny_products, tmp_path_factory.mktemp("env") / "idx"))
 
 
 @pytest.fixture(scope="session")

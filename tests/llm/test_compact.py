@@ -1,23 +1,15 @@
 """Compact observation rendering (``shoparena.llm.compact``): what a short-context model sees of a tool result.
-The results here come from the real ``upstream4`` tools over the real search service on the 20-product catalog."""
+The results here come from the real ``upstream4`` tools over the real search service on the 20-product catalog
+(the shared ``backend`` fixture)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import pytest
-
-from shoparena.catalog.index import SearchIndex
 from shoparena.catalog.search import SearchService
-from shoparena.catalog.types import Product
 from shoparena.env.tools import ToolContext, get_toolset
 from shoparena.llm.compact import CompactConfig, compact_messages
-
-
-@pytest.fixture(scope="module")
-def backend(tiny_products: list[Product], tmp_path_factory: pytest.TempPathFactory) -> SearchService:
-    return SearchService(SearchIndex.build(tiny_products, tmp_path_factory.mktemp("compact") / "idx"))
 
 
 def _tool_message(name: str, args: dict[str, Any], backend: SearchService) -> dict[str, Any]:
@@ -68,5 +60,3 @@ def test_fields_none_keeps_everything_and_other_roles_are_untouched(backend: Sea
     assert _compact(msg, CompactConfig(fields=None, max_chars=4000)) == json.loads(msg["content"])
     user = {"role": "user", "content": msg["content"]}
     assert compact_messages([user], CompactConfig(max_chars=16)) == [user]
-
-
