@@ -20,6 +20,7 @@ validator runs bubblewrap unprivileged, in a user namespace (``--disable-userns`
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -37,8 +38,10 @@ from shoparena.validator.sandbox.base import BaseSandbox, memfd, mode_text
 from shoparena.validator.sandbox.batch import Launch, batch_config
 from shoparena.validator.sandbox.batch_cgroup import BatchCgroup
 from shoparena.validator.sandbox.limits import ProblemCgroup, rlimits
-from shoparena.validator.sandbox.supervise import descendants, make_outcome, watch
+from shoparena.validator.sandbox.supervise import descendants, kill_uid, make_outcome, watch
 from shoparena.validator.sandbox.types import Outcome, SandboxLimits
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["BubblewrapSandbox", "bwrap_args"]
 
@@ -261,6 +264,8 @@ class BubblewrapSandbox(BaseSandbox):
                     stream.close()
         counters = cgroup.counters()
         cgroup.close()
+        if self.privileged:
+            _reclaim_uid(uid)
         return make_outcome(problem["problem_id"], watched, backend=self.name, limits=limits,
                             launched_wall=launched_wall, counters=counters,
                             enforced=self._enforced(limits, cgroup.enforced, uid))
@@ -293,10 +298,20 @@ class BubblewrapSandbox(BaseSandbox):
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+            if self.privileged:
+                _reclaim_uid(uid)
             _release_slot(slot)
 
         return Launch(proc=proc, kill=kill, cleanup=cleanup, ancestors=(proc.pid,),
                       enforced=self._enforced(limits, cgroup.enforced() if cgroup is not None else {}, uid))
+
+
+def _reclaim_uid(uid: int) -> None:
+    """Make sure nothing of a finished sandbox still runs under its host uid before the uid is used again."""
+    left = kill_uid(uid)
+    if left:
+        _log.warning("sandbox uid %s: %d process(es) still present 5 s after SIGKILL: %s", uid, len(left),
+                     sorted(left)[:10])
 
 
 _slots: set[int] = set()

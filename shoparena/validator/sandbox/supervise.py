@@ -28,7 +28,7 @@ from shoparena.validator.sandbox.types import Envelope, Outcome, SandboxLimits
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["Watched", "descendants", "make_outcome", "run_parallel", "signal_name", "watch"]
+__all__ = ["Watched", "descendants", "kill_uid", "make_outcome", "run_parallel", "signal_name", "watch"]
 
 T = TypeVar("T")
 _DRAIN_S = 0.5
@@ -135,6 +135,42 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def uid_processes(uid: int) -> set[int]:
+    """Pids of live (or not yet reaped) processes whose real uid is ``uid``, from ``/proc/*/status``."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", encoding="utf-8") as fh:
+                real = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+        if real == uid:
+            found.add(int(entry.name))
+    return found
+
+
+def kill_uid(uid: int, timeout_s: float = 5.0) -> set[int]:
+    """SIGKILL every process of host uid ``uid`` until none is left or ``timeout_s`` passed; the survivors.
+
+    Waiting on the sandbox's first process is not enough: when a pid namespace's init is killed, the kernel kills
+    the namespace's other processes asynchronously, and under load they can outlive the outer process by a while.
+    A dedicated sandbox uid goes back to the pool only through here, so the next sandbox never shares its uid with
+    what is left of the last one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pids = uid_processes(uid)
+        if not pids or time.monotonic() >= deadline:
+            return pids
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
 
 
 def parse_report(raw: bytes) -> tuple[float | None, dict[str, Any] | None, str | None]:
