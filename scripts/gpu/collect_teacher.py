@@ -12,28 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
-from shoparena.tasks.loader import load_problems
-from shoparena.tasks.types import Problem
+from shoparena.errors import DataError, ShopArenaError
+from shoparena.evaluate.core import partition_problems
 from shoparena.train.harness import collect_successes, upsample
-
-
-def train_problems(corpus: Path) -> list[Problem]:
-    """The bank problems whose leak cluster the corpus split put in ``train``."""
-    split = json.loads((corpus / "split.json").read_text(encoding="utf-8"))
-    clusters, of = set(split["partitions"]["train"]["clusters"]), split["clusters"]
-    src = Path(json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))["sources"]["problems"])
-    if not src.exists():
-        src = corpus.parent / src
-    files = (sorted(src.glob("problems-*.jsonl")) or sorted(src.glob("*.jsonl"))) if src.is_dir() else [src]
-    seen: dict[str, Problem] = {}
-    for f in files:
-        for p in load_problems(f):
-            if of.get(p.problem_id) in clusters:
-                seen.setdefault(p.problem_id, p)
-    return [seen[k] for k in sorted(seen)]
 
 
 def main() -> None:
@@ -43,7 +28,9 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--k", type=int, default=2)
     a = ap.parse_args()
-    problems = train_problems(a.corpus)
+    if a.k < 1:
+        ap.error(f"--k must be at least 1, not {a.k}")
+    problems = partition_problems(a.corpus, "train")
     got = collect_successes(a.catalog, problems, model="policy:expert", k=a.k, temperature=0.7, seed=0,
                             out_dir=a.out / "samples", agent="react", timeout_s=60, concurrency=2, resume=True)
     unique, keys = [], set()
@@ -52,6 +39,8 @@ def main() -> None:
         if key not in keys:
             keys.add(key)
             unique.append(r)
+    if not unique:
+        raise DataError(f"policy:expert solved none of {len(problems)} train problems ({dict(got.counts)})")
     rows = upsample(unique, "voucher", 3)
     with open(a.out / "teacher_rows.jsonl", "w", encoding="utf-8") as f:
         for r in rows:
@@ -62,4 +51,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ShopArenaError, OSError, ValueError, KeyError, IndexError) as exc:  # one line, exit 2
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from shoparena.errors import ShopArenaError
 from shoparena.train.format import encode_rows
 from shoparena.train.sft import SFTConfig, in_profile
 
@@ -43,4 +44,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ShopArenaError, OSError, ValueError, KeyError, IndexError) as exc:  # one line, exit 2
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -19,6 +19,7 @@ import torch
 import transformers
 from peft import PeftModel
 
+from shoparena.errors import ShopArenaError
 from shoparena.train.checkpoint import checkpoint_sha256
 
 
@@ -43,4 +44,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ShopArenaError, OSError, ValueError, KeyError, IndexError) as exc:  # one line, exit 2
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import Any
 
 import torch
 
+from shoparena.errors import ShopArenaError
 from shoparena.llm.models import prepare_gguf, spec_with_path
 from shoparena.train.checkpoint import checkpoint_sha256
 from shoparena.train.recipe import load_recipe
@@ -163,4 +165,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ShopArenaError, OSError, ValueError, KeyError, IndexError) as exc:  # one line, exit 2
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(2)

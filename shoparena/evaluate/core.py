@@ -41,8 +41,8 @@ from shoparena.scoring.types import FIELDS
 from shoparena.tasks.types import ASR_BUCKETS, Problem
 
 __all__ = [
-    "FORMAT", "EvalConfig", "ModelEntry", "evaluate_models", "parse_models", "per_bucket", "split_problems",
-    "summarise",
+    "FORMAT", "EvalConfig", "ModelEntry", "evaluate_models", "parse_models", "partition_problems", "per_bucket",
+    "split_problems", "summarise",
 ]
 
 FORMAT = "shoparena-evaluation/1"
@@ -115,15 +115,22 @@ def parse_models(spec: str | Sequence[str]) -> list[ModelEntry]:
 def split_problems(spec: str, *, problems: str | os.PathLike[str] | None = None) -> list[Problem]:
     """``CORPUS_DIR:PARTITION`` → the bank problems whose leak cluster the corpus split put in ``PARTITION``
     (``eval`` or ``never_touch``; ``train`` is refused). The bank comes from ``problems`` or the corpus manifest."""
-    from shoparena.tasks.loader import load_problems
-
     corpus, sep, partition = spec.rpartition(":")
     if not sep or not corpus:
         raise ConfigError(f"--split {spec!r}: expected CORPUS_DIR:eval or CORPUS_DIR:never_touch")
     if partition not in ("eval", "never_touch"):
         raise ConfigError(f"--split {spec!r}: partition {partition!r} is not held out",
                           hint="eval or never_touch (train problems are what the model was trained on)")
-    root = Path(corpus)
+    return partition_problems(corpus, partition, problems=problems)
+
+
+def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
+                       problems: str | os.PathLike[str] | None = None) -> list[Problem]:
+    """The bank problems whose leak cluster the corpus split at ``corpus_dir`` put in ``partition`` (any of its
+    partitions: :func:`split_problems` is the evaluation's guard that refuses ``train``), sorted by id."""
+    from shoparena.tasks.loader import load_problems
+
+    root = Path(corpus_dir)
     split_file, manifest_file = root / "split.json", root / "manifest.json"
     if not split_file.is_file():
         raise NotFoundError(f"{root}: no split.json (not a corpus directory)", hint="shoparena corpus build --out DIR")
