@@ -23,24 +23,32 @@ from shoparena.errors import ShopArenaError
 from shoparena.train.checkpoint import checkpoint_sha256
 
 
-def main() -> None:
-    src, base, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+def rebuild(base: Path, adapters: list[tuple[Path, Path]], out: Path) -> str:
+    """``base`` + each ``(adapter_dir, shoparena_format.json)`` merged in turn (fp32) → ``out``; tokenizer and chat
+    template from the base, the rendering from the last adapter's run. Returns the checkpoint's sha256."""
     model = transformers.AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
-    fmt = None
-    for item in sys.argv[4].split(","):
-        name, _, lr = item.partition("/")
-        if not lr:
-            lr = f'{json.loads((src / name / "stage.json").read_text())["metrics"]["lr"]:g}'
-        model = PeftModel.from_pretrained(model, src / name / f"adapter-lr{float(lr):g}").merge_and_unload()
-        fmt = next((src / name).glob(f"**/lr-{float(lr):g}/model/shoparena_format.json"), None) or \
-            src / name / "model" / "shoparena_format.json"
+    for adapter, _ in adapters:
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     model.save_pretrained(out)
     for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
         shutil.copy(base / f, out / f)
-    shutil.copy(fmt, out / "shoparena_format.json")
-    print(json.dumps({"out": str(out), "sha256": checkpoint_sha256(out)}))
+    shutil.copy(adapters[-1][1], out / "shoparena_format.json")
+    return checkpoint_sha256(out)
+
+
+def main() -> None:
+    src, base, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    adapters = []
+    for item in sys.argv[4].split(","):
+        name, _, lr = item.partition("/")
+        if not lr:
+            lr = f'{json.loads((src / name / "stage.json").read_text())["metrics"]["lr"]:g}'
+        fmt = next((src / name).glob(f"**/lr-{float(lr):g}/model/shoparena_format.json"), None) or \
+            src / name / "model" / "shoparena_format.json"
+        adapters.append((src / name / f"adapter-lr{float(lr):g}", fmt))
+    print(json.dumps({"out": str(out), "sha256": rebuild(base, adapters, out)}))
 
 
 if __name__ == "__main__":

