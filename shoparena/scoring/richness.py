@@ -173,9 +173,12 @@ def fold(success_rate: float, coeff: float | None, successful_richness: Sequence
          ) -> float | None:
     """The run's final score under richness weight ``weight`` (module docstring): ``coeff`` is the run's reasoning
     coefficient (None when nothing was judged: the result is None, as ORO's), ``successful_richness`` the richness
-    of each successful trajectory. At weight 0 this is ``round(success_rate · coeff, 4)``, ORO's final score."""
+    of each successful trajectory. At weight 0 this is ``round(success_rate · coeff, 4)``, ORO's final score.
+
+    With nothing judged and nothing successful (every problem failed or timed out before the judge), the score is
+    0.0: ``0 · coeff`` is 0 for every coefficient in [0.3, 1], so an unknown q changes nothing."""
     if coeff is None:
-        return None
+        return 0.0 if success_rate == 0 else None
     w = check_weight(weight)
     if w == 0:
         return round(success_rate * coeff, 4)

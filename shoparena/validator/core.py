@@ -280,6 +280,10 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
         status, reason = "FAILED", f"judge failed on {failed} of {len(judged)} problems; retry the evaluation"
         if unreachable:
             reason = f"judge_unavailable: {reason} ({unreachable.removeprefix('judge_unavailable: ')})"
+    final = fold(report.success_rate, coefficient(q), successful, config.richness_weight)
+    if status == "SUCCESS" and final is None:  # successes, yet no verdict to weigh them by (1–2 judged, all failed)
+        status, reason = "FAILED", (f"no judge verdict for any of {len(successful)} successful problems "
+                                    f"({failed} of {len(judged)} verdicts failed); retry the evaluation")
     return EvaluationSummary(
         eval_run_id=run_id, status=status, failure_reason=reason,
         ground_truth_rate=report.ground_truth_rate, success_rate=report.success_rate,
@@ -287,7 +291,7 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
         total_problems=len(problems), successful_problems=report.successful_problems,
         scored_problems=report.scored_problems, reasoning_quality=None if q is None else round(q, 4),
         reasoning_coefficient=coefficient(q),
-        final_score=fold(report.success_rate, coefficient(q), successful, config.richness_weight),
+        final_score=final,
         judge_inference_failed=failed, judge_inference_total=len(judged), records_written=written,
         records_skipped=len(done), sandbox=sandbox.name, problems=lines,
         seconds=round(time.perf_counter() - t0, 2),

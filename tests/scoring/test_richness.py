@@ -180,6 +180,8 @@ def test_fold_by_hand() -> None:
     # weight 1: all of a successful trajectory's score depends on richness; a pipeline earns nothing
     assert fold(0.8, 0.9125, [0.0, 0.0], 1.0) == 0.0
     assert fold(0.5, None, [1.0], 0.5) is None  # nothing judged: no score, as ORO's
+    # nothing judged and nothing successful: 0 · coeff is 0 whatever q would have been (arena.md §7.4)
+    assert fold(0.0, None, [], 0.0) == 0.0 and fold(0.0, None, [], 0.5) == 0.0
 
 
 @pytest.mark.parametrize("bad", [-0.01, 1.01, math.nan, math.inf])

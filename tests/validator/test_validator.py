@@ -79,6 +79,36 @@ def test_judge_failure_is_never_a_score(world, tmp_path: Path) -> None:
         assert summary.judge_inference_failed == 3 and store.count() == 0
 
 
+def test_an_agent_that_fails_everything_scores_zero_and_the_arena_takes_it(world, tmp_path: Path) -> None:
+    """Nothing reaches the judge when every problem fails (arena.md §7.1 judges SUCCESS envelopes only): q is
+    unknown, but success_rate · coeff is 0 for every coefficient, so the run completes with 0.0, and the arena's
+    complete accepts it (it refuses a SUCCESS without a score in [0, 1], which crashed an 8-day simulation)."""
+    from shoparena.arena.state.types import CompleteRequest
+    from shoparena.clock import ManualClock
+    from tests.arena_service import GOOD, T0, make_arena
+    from tests.arena_service import config as arena_config
+
+    catalog, problems, _ = world
+    broken = tmp_path / "broken.py"
+    broken.write_text("def agent_main(problem_data):\n    raise RuntimeError('no shopping today')\n")
+    config = ValidatorConfig(sandbox="process", allow_non_hermetic=True)
+    with open_store(f"sqlite:///{tmp_path / 't.db'}") as store:
+        summary = evaluate(AgentSpec(path=str(broken), agent_id="broken", miner_hotkey="5Fminer"), problems[:5],
+                           catalog, store, config)
+    assert summary.status == "SUCCESS" and summary.success_rate == 0.0 and summary.judge_inference_total == 0
+    assert summary.reasoning_quality is None and summary.final_score == 0.0
+    assert all(line.status != "SUCCESS" and line.judge_ok is None for line in summary.problems)
+    arena = make_arena("sqlite://", clock=ManualClock(T0), cfg=arena_config(required_successes=1, max_attempts=1))
+    arena.tick()
+    arena.submit("hk-0", "agent", GOOD)
+    work = arena.claim_work("val-a")
+    assert work is not None and len(work.problem_ids) == len(summary.problems)
+    assert CompleteRequest.from_summary(summary).validator_score == 0.0
+    res = arena.complete(work.eval_run_id, "val-a", summary)
+    assert res.work_item.is_closed and res.final_score == 0.0
+    arena.close()
+
+
 def test_non_hermetic_sandbox_is_refused_by_default(world, tmp_path: Path) -> None:
     catalog, problems, _ = world
     with open_store(f"sqlite:///{tmp_path / 't.db'}") as store, pytest.raises(ConfigError, match="isolate"):

@@ -91,9 +91,12 @@ def coefficient(q: float | None) -> float | None:
 
 
 def final_score(success_rate: float, q: float | None) -> float | None:
-    """``round(success_rate · coeff(q), 4)``; None when the coefficient is undefined."""
+    """``round(success_rate · coeff(q), 4)``; None when the coefficient is undefined (nothing judged), except with
+    nothing successful either: 0 · coeff is 0.0 for every coefficient."""
     c = coefficient(q)
-    return None if c is None else round(success_rate * c, 4)
+    if c is None:
+        return 0.0 if success_rate == 0 else None
+    return round(success_rate * c, 4)
 
 
 def gate_for(score: float) -> int | None:
