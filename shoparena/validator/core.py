@@ -281,9 +281,9 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
         if unreachable:
             reason = f"judge_unavailable: {reason} ({unreachable.removeprefix('judge_unavailable: ')})"
     final = fold(report.success_rate, coefficient(q), successful, config.richness_weight)
-    if status == "SUCCESS" and final is None:  # successes, yet no verdict to weigh them by (1–2 judged, all failed)
-        status, reason = "FAILED", (f"no judge verdict for any of {len(successful)} successful problems "
-                                    f"({failed} of {len(judged)} verdicts failed); retry the evaluation")
+    if status == "SUCCESS" and (final is None or (q is None and failed)):  # 1–2 judged, every verdict failed
+        status, final, reason = "FAILED", None, (f"no judge verdict to weigh the run by ({failed} of "
+                                                 f"{len(judged)} verdicts failed); retry the evaluation")
     return EvaluationSummary(
         eval_run_id=run_id, status=status, failure_reason=reason,
         ground_truth_rate=report.ground_truth_rate, success_rate=report.success_rate,

@@ -79,6 +79,23 @@ def test_judge_failure_is_never_a_score(world, tmp_path: Path) -> None:
         assert summary.judge_inference_failed == 3 and store.count() == 0
 
 
+def test_a_small_run_whose_every_verdict_failed_is_failed_for_retry(world, tmp_path: Path) -> None:
+    """Two judged problems, both verdicts failed: below the health rule's three calls, yet no verdict is left to
+    weigh the run by, so it is FAILED for retry, never a score (arena.md §7.5), and no record is written."""
+    catalog, problems, _ = world
+    config = ValidatorConfig(sandbox="process", allow_non_hermetic=True, judge="llm:policy:novice")
+    with open_store(f"sqlite:///{tmp_path / 't.db'}") as store:
+        summary = evaluate(_spec(), problems[:2], catalog, store, config)
+        assert summary.judge_inference_total == summary.judge_inference_failed == 2
+        assert summary.status == "FAILED" and "no judge verdict" in (summary.failure_reason or "")
+        assert summary.final_score is None and store.count() == 0
+        # a rule failure whose verdict failed: 0 whatever q is, but the judge failed, so it is retried all the same
+        # (a record would be missing from the corpus otherwise)
+        lone = evaluate(_spec(), problems[1:2], catalog, store, config)
+        assert lone.success_rate == 0.0 and lone.judge_inference_failed == 1
+        assert lone.status == "FAILED" and lone.final_score is None and store.count() == 0
+
+
 def test_an_agent_that_fails_everything_scores_zero_and_the_arena_takes_it(world, tmp_path: Path) -> None:
     """Nothing reaches the judge when every problem fails (arena.md §7.1 judges SUCCESS envelopes only): q is
     unknown, but success_rate · coeff is 0 for every coefficient, so the run completes with 0.0, and the arena's
