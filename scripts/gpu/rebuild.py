@@ -23,6 +23,12 @@ from shoparena.errors import ShopArenaError
 from shoparena.train.checkpoint import checkpoint_sha256
 
 
+def format_of(stage_dir: Path, lr: float) -> Path:
+    """The ``shoparena_format.json`` a stage's run at ``lr`` trained with: its sweep run's, else the stage's."""
+    return next(stage_dir.glob(f"**/lr-{lr:g}/model/shoparena_format.json"), None) or \
+        stage_dir / "model" / "shoparena_format.json"
+
+
 def rebuild(base: Path, adapters: list[tuple[Path, Path]], out: Path) -> str:
     """``base`` + each ``(adapter_dir, shoparena_format.json)`` merged in turn (fp32) → ``out``; tokenizer and chat
     template from the base, the rendering from the last adapter's run. Returns the checkpoint's sha256."""
@@ -45,9 +51,7 @@ def main() -> None:
         name, _, lr = item.partition("/")
         if not lr:
             lr = f'{json.loads((src / name / "stage.json").read_text())["metrics"]["lr"]:g}'
-        fmt = next((src / name).glob(f"**/lr-{float(lr):g}/model/shoparena_format.json"), None) or \
-            src / name / "model" / "shoparena_format.json"
-        adapters.append((src / name / f"adapter-lr{float(lr):g}", fmt))
+        adapters.append((src / name / f"adapter-lr{float(lr):g}", format_of(src / name, float(lr))))
     print(json.dumps({"out": str(out), "sha256": rebuild(base, adapters, out)}))
 
 

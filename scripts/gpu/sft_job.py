@@ -49,7 +49,7 @@ from shoparena.train.sft import SFTConfig, train_sft
 from shoparena.train.types import StageResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rebuild import rebuild
+from rebuild import format_of, rebuild
 
 T0 = time.monotonic()
 SMOKE = os.environ.get("SMOKE") == "1"
@@ -157,8 +157,9 @@ def main() -> None:
     s1_lrs, s3_lrs = (tuple(float(x) for x in v.split(",")) for v in (a.s1_lrs, a.s3_lrs))
     if a.s1_adapter is not None and ("s1" in want or "s3" not in want):
         ap.error("--s1-adapter replaces s1: use it with --only s3")
-    if a.s1_adapter is not None and not (a.s1_adapter / "adapter_config.json").is_file():
-        ap.error(f"--s1-adapter {a.s1_adapter}: no adapter_config.json")
+    if a.s1_adapter is not None and not (a.s1_adapter.name.startswith("adapter-lr")
+                                         and (a.s1_adapter / "adapter_config.json").is_file()):
+        ap.error(f"--s1-adapter {a.s1_adapter}: not an adapter-lr<LR> directory with an adapter_config.json")
     say(cuda=torch.cuda.is_available(), torch=torch.__version__,
         device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
     say(gguf_sha256=hashlib.sha256(a.gguf.read_bytes()).hexdigest())
@@ -173,9 +174,9 @@ def main() -> None:
                       "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000, "lora": LORA, **smoke})
     model = base
     if a.s1_adapter is not None:
-        fmt = a.s1_adapter.parent / "sweep" / a.s1_adapter.name.replace("adapter-lr", "lr-") / "model"
+        fmt = format_of(a.s1_adapter.parent, float(a.s1_adapter.name.removeprefix("adapter-lr")))
         model = WORK / "base-s1"
-        say(s1_merged_sha=rebuild(base, [(a.s1_adapter, fmt / "shoparena_format.json")], model))
+        say(s1_merged_sha=rebuild(base, [(a.s1_adapter, fmt)], model))
     if "s1" in want:
         model = stage("s1", base, sft_train, sft_eval, s1, 2 * share).model_dir
     if "s3" in want:
