@@ -15,7 +15,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -39,8 +39,9 @@ __all__ = [
 class SFTConfig(StageConfig):
     """Stage-1 settings (training.md §3: LR sweep {1e-5, 3e-5, 1e-4} by held-out ``eval_loss``, one epoch)."""
 
-    lr_sweep: tuple[float, ...] | None = None
-    """One run per learning rate; the lowest held-out ``eval_loss`` wins (``learning_rate`` is ignored then)."""
+    lr_sweep: tuple[Annotated[float, Field(gt=0, allow_inf_nan=False)], ...] | None = None
+    """One run per learning rate (each finite and > 0, as ``learning_rate``); the lowest held-out ``eval_loss``
+    wins (``learning_rate`` is ignored then)."""
     truncation: Literal["drop", "keep_start"] = "drop"
     max_eval_rows: int | None = Field(None, ge=1)
     """Held-out rows used for ``eval_loss`` (the first N; ``None`` = all)."""

@@ -31,7 +31,7 @@ class StageConfig(BaseModel):
     model_config = _FROZEN
 
     seed: int = 0
-    learning_rate: float = Field(1e-4, gt=0)
+    learning_rate: float = Field(1e-4, gt=0, allow_inf_nan=False)
     epochs: float = Field(1.0, gt=0)
     max_steps: int | None = Field(None, ge=1)
     batch_size: int = Field(4, ge=1)

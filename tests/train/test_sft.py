@@ -129,3 +129,13 @@ def test_sft_trains_only_the_profiles_rows(train_world: TrainWorld, tiny_model: 
 def test_a_bad_tool_profile_is_refused_in_the_config(tools: list[str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         SFTConfig(tools=tools)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-4, math.nan, math.inf])
+def test_a_bad_learning_rate_in_a_sweep_is_refused_as_the_single_one_is(bad: float) -> None:
+    """Each swept learning rate obeys ``learning_rate``'s own bound (finite, > 0): a YAML recipe's sweep is input."""
+    with pytest.raises(ValueError, match="lr_sweep"):
+        SFTConfig(lr_sweep=(1e-4, bad))
+    with pytest.raises(ValueError, match="learning_rate"):
+        SFTConfig(learning_rate=bad)
+    assert SFTConfig(lr_sweep=(1e-4, 3e-4)).lr_sweep == (1e-4, 3e-4)
