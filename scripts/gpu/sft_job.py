@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import torch
 
 from shoparena.errors import ShopArenaError
@@ -153,13 +154,24 @@ def main() -> None:
     ap.add_argument("--s3-lrs", default="1e-4,3e-4", help="stage 3's learning rates (held-out loss picks)")
     ap.add_argument("--s3-epochs", type=float, default=2.0)
     a = ap.parse_args()
-    want = set(a.only.split(","))
-    s1_lrs, s3_lrs = (tuple(float(x) for x in v.split(",")) for v in (a.s1_lrs, a.s3_lrs))
+    want, weights = set(a.only.split(",")), {"s1": 2, "s3": 2, "paper": 1}
+    if not want or want - weights.keys():
+        ap.error(f"--only {a.only!r}: a comma-separated subset of {','.join(weights)}")
     if a.s1_adapter is not None and ("s1" in want or "s3" not in want):
         ap.error("--s1-adapter replaces s1: use it with --only s3")
     if a.s1_adapter is not None and not (a.s1_adapter.name.startswith("adapter-lr")
                                          and (a.s1_adapter / "adapter_config.json").is_file()):
         ap.error(f"--s1-adapter {a.s1_adapter}: not an adapter-lr<LR> directory with an adapter_config.json")
+    # the stage configs first (SFTConfig checks every LR and epoch count), before any device work
+    smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
+    try:
+        s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": a.s1_lrs.split(","), "epochs": a.s1_epochs,
+                          "batch_size": 4, "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000,
+                          "lora": LORA, **smoke})
+        s3 = s1 if SMOKE else SFTConfig(**{**s1.model_dump(), "lr_sweep": a.s3_lrs.split(","),
+                                          "epochs": a.s3_epochs})
+    except pydantic.ValidationError as exc:
+        ap.error("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     say(cuda=torch.cuda.is_available(), torch=torch.__version__,
         device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
     say(gguf_sha256=hashlib.sha256(a.gguf.read_bytes()).hexdigest())
@@ -167,11 +179,7 @@ def main() -> None:
     prepare_gguf(spec_with_path("smollm2-135m", a.gguf), base, force=True)
     say(base_sha=checkpoint_sha256(base))
     sft_train, sft_eval = read_rows(a.data / "sft_train.jsonl"), read_rows(a.data / "sft_eval.jsonl")
-    weights = {"s1": 2, "s3": 2, "paper": 1}
     share = (a.budget_s - (time.monotonic() - T0)) / sum(w for k, w in weights.items() if k in want)
-    smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
-    s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": s1_lrs, "epochs": a.s1_epochs, "batch_size": 4,
-                      "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000, "lora": LORA, **smoke})
     model = base
     if a.s1_adapter is not None:
         fmt = format_of(a.s1_adapter.parent, float(a.s1_adapter.name.removeprefix("adapter-lr")))
@@ -180,7 +188,6 @@ def main() -> None:
     if "s1" in want:
         model = stage("s1", base, sft_train, sft_eval, s1, 2 * share).model_dir
     if "s3" in want:
-        s3 = s1.model_copy(update={"lr_sweep": s3_lrs, "epochs": a.s3_epochs}) if not SMOKE else s1
         stage("s3", model, read_rows(a.data / "teacher_rows.jsonl"), sft_eval, s3, 2 * share)
     if "paper" in want:
         paper, _ = load_recipe("paper")
