@@ -103,7 +103,11 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
 # ── the trainer ──────────────────────────────────────────────────────────────────────────────────────────────
 
 
-def _make_callbacks(transformers: Any, log_path: Path) -> Any:
+def _make_callbacks(transformers: Any, log_path: Path, tokens_before: float = 0) -> Any:
+    """The step logger. ``tokens_before`` is the run's input-token count at the checkpoint a resumed process starts
+    from: TRL (1.16) counts ``num_tokens`` from zero in every process, so the log adds it to stay cumulative, the
+    same numbers as an uninterrupted run."""
+
     class _StepLog(transformers.TrainerCallback):
         """One JSON line per logged step: loss, learning rate, tokens/s (input tokens since the last line)."""
 
@@ -116,6 +120,8 @@ def _make_callbacks(transformers: Any, log_path: Path) -> Any:
                 return
             now = time.perf_counter()
             tokens = logs.get("num_tokens")
+            if tokens is not None:
+                tokens += tokens_before
             rate = None
             if tokens is not None and self.tokens is not None and now > self.t:
                 rate = round((tokens - self.tokens) / (now - self.t), 1)
@@ -146,6 +152,8 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     if last is None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         log_path.unlink(missing_ok=True)
+    at = int(Path(last).name.split("-")[1]) if last is not None else 0
+    tokens_before = next((r["num_tokens"] or 0 for r in _read_log(log_path) if r["step"] == at), 0) if at else 0
     transformers.set_seed(config.seed)
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if (config.bf16 and cuda) else torch.float32
@@ -165,7 +173,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     trainer = trl.SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(train),
         eval_dataset=Dataset.from_list(evals) if evals else None, processing_class=tokenizer,
-        peft_config=peft_config(config), callbacks=[_make_callbacks(transformers, log_path), *callbacks],
+        peft_config=peft_config(config), callbacks=[_make_callbacks(transformers, log_path, tokens_before), *callbacks],
     )
     if not progress:
         trainer.remove_callback(transformers.PrinterCallback)  # keeps stdout clean for --json
@@ -184,14 +192,12 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
         (dest / FORMAT_FILE).write_text(json.dumps({"compact": config.compact.model_dump(mode="json")}) + "\n",
                                         encoding="utf-8")
     log = _read_log(log_path)
-    tokens = log[-1]["num_tokens"] if log else None
-    if last is not None and tokens is not None:  # throughput of this process: tokens since the checkpoint
-        at = int(Path(last).name.split("-")[1])
-        tokens -= next((r["num_tokens"] or 0 for r in log if r["step"] == at), 0)
+    tokens = log[-1]["num_tokens"] if log else None  # the whole run's, across resumes
+    process_tokens = tokens - tokens_before if tokens is not None else None  # throughput of this process
     return {"lr": lr, "eval_loss": eval_loss, "train_loss": out.training_loss, "steps": out.global_step,
             "loss_first": log[0]["loss"] if log else None, "loss_last": log[-1]["loss"] if log else None,
             "losses": [r["loss"] for r in log], "seconds": seconds, "cpu_seconds": cpu_seconds,
-            "num_tokens": tokens, "resumed_from": last, "model": dest}
+            "num_tokens": tokens, "process_tokens": process_tokens, "resumed_from": last, "model": dest}
 
 
 def in_profile(rows: Sequence[dict[str, Any]], tools: Sequence[str] | None) -> tuple[list[dict[str, Any]], int]:
@@ -255,7 +261,7 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     metrics["train_tokens_seen"] = best["num_tokens"]
     metrics.update(train_counts=dict(train.counts), eval_counts=dict(evals.counts),
                    sweep=[{"lr": r["lr"], "eval_loss": r["eval_loss"], "train_loss": r["train_loss"]} for r in runs])
-    rate = best["num_tokens"] / best["seconds"] if best["num_tokens"] and best["seconds"] else None
+    rate = best["process_tokens"] / best["seconds"] if best["process_tokens"] and best["seconds"] else None
     result = StageResult(
         stage=stage, model_dir=out / "model", checkpoint_sha256=checkpoint_sha256(out / "model"), metrics=metrics,
         steps=best["steps"], tokens_trained=tokens_trained, seconds=round(seconds, 3),

@@ -58,6 +58,11 @@ class _Kill:
         self.callback = Cb()
 
 
+def _tokens(run: Path) -> list[float]:
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [r["num_tokens"] for r in {r["step"]: r for r in log}.values()]
+
+
 def test_same_seed_same_bytes_and_resume_after_kill(train_world: TrainWorld, tiny_model: Path, tmp_path: Path
                                                     ) -> None:
     rows, evals = train_world.sft_rows, train_world.eval_rows[:2]
@@ -76,6 +81,9 @@ def test_same_seed_same_bytes_and_resume_after_kill(train_world: TrainWorld, tin
     assert resumed.resumed_from and resumed.resumed_from.endswith("checkpoint-2")
     assert resumed.checkpoint_sha256 == a.checkpoint_sha256
     assert resumed.metrics["losses"] == a.metrics["losses"] and resumed.metrics["eval_loss"] == a.metrics["eval_loss"]
+    # the token counts stay cumulative across the resume (TRL restarts its own at zero in every process)
+    assert _tokens(tmp_path / "k") == _tokens(tmp_path / "a") and _tokens(tmp_path / "a")[-1] > 0
+    assert resumed.metrics["train_tokens_seen"] == a.metrics["train_tokens_seen"]
     again = train_sft(tiny_model, rows, evals, cfg, tmp_path / "k", resume=True)  # finished: returned as is
     assert again == resumed
 
