@@ -21,7 +21,8 @@ def test_builtin_recipes_load(name: str) -> None:
     recipe, text = load_recipe(name)
     assert recipe.name == name and text.startswith("#")
     # stage 1's later legs are SFT only; cpu-mini-teacher is stage 3 alone, continuing the last leg
-    only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-teacher": ("teacher",)}
+    only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-freeze": ("sft",),
+            "cpu-mini-teacher": ("teacher",)}
     assert recipe.stages == only.get(name, ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
@@ -55,6 +56,17 @@ def test_cpu_mini_teacher_continues_sft_v4_served_the_same_way() -> None:
     assert (teacher.teacher.teacher, teacher.teacher.upsample_bucket, teacher.teacher.upsample_factor) == \
         ("policy:expert", "voucher", 3)  # paper §4
     assert teacher.teacher.seed not in (third.sft.seed, 0) and teacher.teacher.n_samples >= 2
+
+
+def test_cpu_mini_freeze_starts_from_the_base_on_whole_trajectories_served_like_the_third_leg() -> None:
+    freeze, _ = load_recipe("cpu-mini-freeze")
+    third, _ = load_recipe("cpu-mini-sft3")
+    first, _ = load_recipe("cpu-mini")
+    assert freeze.base == first.base  # stage 1 from the untrained SmolLM2, not a continuation
+    assert freeze.sft.truncation == "drop"  # a row cut before its recommend turn is left out, not trained
+    assert freeze.sft.format().model_copy(update={"truncation": "keep_start"}) == third.sft.format()
+    assert freeze.sft.tools == third.sft.tools and freeze.sft.lora == third.sft.lora
+    assert freeze.sft.seed not in (0, 1, 2)  # a data order of its own
 
 
 def test_paper_recipe_carries_the_papers_settings() -> None:
