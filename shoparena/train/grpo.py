@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from shoparena.errors import ConfigError
-from shoparena.train.types import LoraConfig, StageConfig, StageResult
+from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult
 
 __all__ = ["GRPOConfig", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
 
@@ -31,7 +31,7 @@ __all__ = ["GRPOConfig", "make_rollout_func", "outcome_reward", "tool_match_rewa
 class GRPOConfig(StageConfig):
     """Stage 5's settings; the defaults are the recipe's (``training.md`` §3 row 5, variant v19)."""
 
-    learning_rate: float = Field(5e-7, gt=0)
+    learning_rate: LearningRate = 5e-7
     loss_type: Literal["dr_grpo"] = "dr_grpo"
     scale_rewards: Literal["none"] = "none"
     beta: float = Field(0.2, ge=0)

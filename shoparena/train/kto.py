@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shoparena.errors import DataError
-from shoparena.train.types import LoraConfig, StageConfig, StageResult
+from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult
 
 __all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "class_weights", "emission_stop", "fitting_rows", "kto_rows",
            "probe_prompts", "train_kto"]
@@ -42,7 +42,7 @@ RECOMMEND = "recommend_product"
 class KTOConfig(StageConfig):
     """Stage 4's settings; the defaults are the recipe's (``training.md`` §3 row 4)."""
 
-    learning_rate: float = Field(5e-6, gt=0)
+    learning_rate: LearningRate = 5e-6
     epochs: float = Field(1.0, gt=0)
     batch_size: int = Field(4, ge=2)
     """≥ 2: TRL's KL estimate pairs each prompt with a neighbour's completion inside the batch."""

@@ -15,7 +15,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -30,7 +30,7 @@ from shoparena.train.checkpoint import (
     write_stage,
 )
 from shoparena.train.format import FormatConfig, encode_rows, tool_names
-from shoparena.train.types import StageConfig, StageResult
+from shoparena.train.types import LearningRate, StageConfig, StageResult
 
 __all__ = [
     "SFTConfig", "copy_checkpoint", "in_profile", "train_sft",
@@ -39,7 +39,7 @@ __all__ = [
 class SFTConfig(StageConfig):
     """Stage-1 settings (training.md §3: LR sweep {1e-5, 3e-5, 1e-4} by held-out ``eval_loss``, one epoch)."""
 
-    lr_sweep: tuple[Annotated[float, Field(gt=0, allow_inf_nan=False)], ...] | None = None
+    lr_sweep: tuple[LearningRate, ...] | None = None
     """One run per learning rate (each finite and > 0, as ``learning_rate``); the lowest held-out ``eval_loss``
     wins (``learning_rate`` is ignored then)."""
     truncation: Literal["drop", "keep_start"] = "drop"

@@ -4,13 +4,16 @@ returns. Stage-specific configs subclass :class:`StageConfig` in their own modul
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LoraConfig", "StageConfig", "StageResult"]
+__all__ = ["LearningRate", "LoraConfig", "StageConfig", "StageResult"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+LearningRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A learning rate as every stage config takes it (a recipe's value is input): finite and > 0."""
 
 
 class LoraConfig(BaseModel):
@@ -31,7 +34,7 @@ class StageConfig(BaseModel):
     model_config = _FROZEN
 
     seed: int = 0
-    learning_rate: float = Field(1e-4, gt=0, allow_inf_nan=False)
+    learning_rate: LearningRate = 1e-4
     epochs: float = Field(1.0, gt=0)
     max_steps: int | None = Field(None, ge=1)
     batch_size: int = Field(4, ge=1)

@@ -147,3 +147,15 @@ def test_a_bad_learning_rate_in_a_sweep_is_refused_as_the_single_one_is(bad: flo
     with pytest.raises(ValueError, match="learning_rate"):
         SFTConfig(learning_rate=bad)
     assert SFTConfig(lr_sweep=(1e-4, 3e-4)).lr_sweep == (1e-4, 3e-4)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-4, math.nan, math.inf])
+def test_the_stages_that_set_their_own_default_learning_rate_keep_its_bound(bad: float) -> None:
+    """KTO and GRPO override ``learning_rate``'s default; the bound (finite, > 0) comes with the shared type."""
+    from shoparena.train.grpo import GRPOConfig
+    from shoparena.train.kto import KTOConfig
+
+    for config in (KTOConfig, GRPOConfig):
+        with pytest.raises(ValueError, match="learning_rate"):
+            config(learning_rate=bad)
+    assert (KTOConfig().learning_rate, GRPOConfig().learning_rate) == (5e-6, 5e-7)  # training.md §3
