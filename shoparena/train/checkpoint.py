@@ -18,6 +18,7 @@ STAGE_FILE = "stage.json"
 
 __all__ = [
     "checkpoint_sha256",
+    "checkpoint_step",
     "import_torch_stack",
     "last_checkpoint",
     "load_model",
@@ -91,13 +92,19 @@ def trainer_args(config: StageConfig, out_dir: Path) -> dict[str, Any]:
     }
 
 
+def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
+    """The step N of a ``checkpoint-N`` directory; None for any other name."""
+    tail = Path(path).name.removeprefix("checkpoint-")
+    return int(tail) if tail.isdigit() and Path(path).name != tail else None
+
+
 def last_checkpoint(out_dir: Path) -> str | None:
     """The newest complete ``checkpoints/checkpoint-N`` under ``out_dir`` (one with its ``trainer_state.json``;
     None when there is none)."""
     root = Path(out_dir) / "checkpoints"
     found = sorted((p for p in root.glob("checkpoint-*")
-                    if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").is_file()),
-                   key=lambda p: int(p.name.split("-")[-1])) if root.is_dir() else []
+                    if checkpoint_step(p) is not None and (p / "trainer_state.json").is_file()),
+                   key=checkpoint_step) if root.is_dir() else []
     return str(found[-1]) if found else None
 
 

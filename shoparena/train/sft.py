@@ -23,6 +23,7 @@ from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import FORMAT_FILE, CompactConfig
 from shoparena.train.checkpoint import (
     checkpoint_sha256,
+    checkpoint_step,
     import_torch_stack,
     last_checkpoint,
     load_stage,
@@ -152,8 +153,8 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     if last is None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         log_path.unlink(missing_ok=True)
-    at = int(Path(last).name.split("-")[1]) if last is not None else 0
-    tokens_before = next((r["num_tokens"] or 0 for r in _read_log(log_path) if r["step"] == at), 0) if at else 0
+    at = checkpoint_step(last) if last is not None else None  # the run's tokens up to there (TRL restarts at 0)
+    tokens_before = next((r["num_tokens"] or 0 for r in _read_log(log_path) if r["step"] == at), 0)
     transformers.set_seed(config.seed)
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if (config.bf16 and cuda) else torch.float32
