@@ -305,15 +305,20 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
 
 def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: EvalConfig,
                     out: str | os.PathLike[str], *, progress: Callable[[str], None] | None = None,
-                    resume: bool = False) -> dict[str, Any]:
+                    resume: bool = False, reuse: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Run every model of ``config`` on ``problems`` and summarise (see the module docstring). ``resume``: a model
-    whose run directory already holds a summary made with the same settings is not run again."""
+    whose run directory already holds a summary made with the same settings is not run again. ``reuse``: another
+    evaluation's directory; each model keeps the episodes its run of the same label and settings there has on
+    these problems (re-scored, :func:`~shoparena.validator.run.finished_episodes`), so a bigger problem set runs
+    only its new problems."""
     from shoparena.llm.check import check_models
     from shoparena.validator.run import RunConfig, run_agents
 
     if not problems:
         raise DataError("no problem to evaluate")
     check_models([m.uri for m in config.models])
+    if reuse is not None and not (Path(reuse) / "models").is_dir():
+        raise NotFoundError(f"--reuse {reuse}: not an evaluation directory (no models/ in it)")
     root = Path(out)
     for m in config.models:
         run_dir = root / "models" / m.label
@@ -327,7 +332,8 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
         t0 = time.perf_counter()
         if progress:
             progress(f"{m.label}: {m.uri} on {len(problems)} problems × {config.n_samples}")
-        s = run_agents(catalog, problems, rc, run_dir, resume=resume)  # an interrupted run keeps its episodes
+        lent = Path(reuse) / "models" / m.label if reuse is not None else None
+        s = run_agents(catalog, problems, rc, run_dir, resume=resume, reuse=lent)  # interrupted: keeps its episodes
         (run_dir / "problems.json").write_text(json.dumps([p.problem_id for p in problems]) + "\n", encoding="utf-8")
         if progress:
             progress(f"{m.label}: ASR {s.asr:.3f} in {time.perf_counter() - t0:.0f} s")

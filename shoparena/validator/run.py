@@ -10,7 +10,9 @@ sample's score (:class:`~shoparena.scoring.types.ProblemScore` without its items
 summary (ASR, per bucket, pass@k) is saved as ``summary.json`` with the config that produced it. Each problem
 runs in its own process group, killed with everything it forked when the problem ends. While the run is in
 progress every finished episode is appended and fsynced to ``episodes.partial.jsonl`` (after a header naming the
-run's config and problems), so a killed run resumes (``resume=True``) with only its missing episodes.
+run's config and problems), so a killed run resumes (``resume=True``) with only its missing episodes. A finished
+run of the same config on other problems lends this run its episodes on the problems they share (``reuse``, see
+:func:`finished_episodes`): an evaluation grows to more problems without running the old ones again.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from shoparena.tasks.types import Problem
 from shoparena.types import Mode
 from shoparena.validator.core import AgentSpec, ProblemResult, ValidatorConfig
 
-__all__ = ["RunConfig", "RunSummary", "run_agents", "validator_config"]
+__all__ = ["RunConfig", "RunSummary", "finished_episodes", "run_agents", "validator_config"]
 
 
 class RunConfig(BaseModel):
@@ -173,15 +175,71 @@ def _read_partial(path: Path, header: dict[str, Any], n_samples: int) -> list[di
     return list(episodes.values())
 
 
+def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, problems: Sequence[Problem],
+                      scorer: Any) -> list[dict[str, Any]] | None:
+    """The episodes of the finished run in ``run_dir`` on those of ``problems`` it ran; ``None`` when ``run_dir``
+    holds no finished run (no ``summary.json``) or one whose config decides episodes differently.
+
+    Each (problem, sample) has its own seed whatever the rest of the problem set (:func:`~shoparena.validator.core.
+    sample_seed`), so these are the episodes this run would have produced. Each is re-scored from its stored steps
+    with ``scorer`` (its items, which ``scores.jsonl`` leaves out, come back); a stored score the re-score does not
+    reproduce (another catalog, another scorer) or files that do not line up are refused (:class:`DataError`)."""
+    d = Path(run_dir)
+    try:
+        stored = json.loads((d / "summary.json").read_text(encoding="utf-8"))["config"]
+        same = type(config).model_validate(stored).identity() == config.identity()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DataError(f"{d / 'summary.json'}: not a run summary ({e})") from None
+    if not same:
+        return None
+    files = {name: d / f"{name}.jsonl" for name in ("runs", "rollouts", "scores", "calls")}
+    try:
+        rows = {name: [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+                for name, path in files.items()}
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise DataError(f"{d}: the finished run's files cannot be read ({e})",
+                        hint="reuse only a complete run directory") from None
+    if not len(rows["runs"]) == len(rows["rollouts"]) == len(rows["scores"]):
+        raise DataError(f"{d}: runs, rollouts and scores do not line up ({len(rows['runs'])}, "
+                        f"{len(rows['rollouts'])}, {len(rows['scores'])} lines)")
+    calls: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    by_id = {p.problem_id: p for p in problems}
+    out: list[dict[str, Any]] = []
+    try:
+        for c in rows["calls"]:
+            calls.setdefault((c["problem_id"], c["sample"]), []).append(c)
+        for i, (run, steps, score) in enumerate(zip(rows["runs"], rows["rollouts"], rows["scores"], strict=True), 1):
+            pid, sample = run["problem_id"], run["sample"]
+            if pid not in by_id or not isinstance(sample, int) or not 0 <= sample < config.n_samples:
+                continue
+            dialogue = steps if run["steps"] else []  # a run without steps is stored with one placeholder step
+            envelope = {"problem_id": pid, "status": run["status"], "error": run["error"], "dialogue": dialogue}
+            again = scorer.score_steps(by_id[pid], envelope, sample=sample)
+            if again.model_dump(mode="json", exclude={"items"}) != score or score.get("problem_id") != pid:
+                raise DataError(f"{files['scores']}:{i}: the stored score of {pid} sample {sample} is not what "
+                                "its steps score here", hint="reuse a run made on the same catalog and scorer")
+            out.append({"problem_id": pid, "sample": sample, "steps": steps, "calls": calls.get((pid, sample), []),
+                        "run": run, "score": again.model_dump(mode="json")})
+    except DataError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise DataError(f"{d}: not the files of a finished run ({type(e).__name__}: {e})") from None
+    return out
+
+
 def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: RunConfig,
                out: str | os.PathLike[str], progress: Callable[[int], None] | None = None, *,
-               resume: bool = False) -> RunSummary:
+               resume: bool = False, reuse: str | os.PathLike[str] | None = None) -> RunSummary:
     """Run ``config.agent`` on every problem ``config.n_samples`` times; write and score everything in ``out``.
 
     Each finished episode is appended (and fsynced) to ``out/episodes.partial.jsonl`` as it arrives; with
     ``resume``, the episodes an interrupted run of the same config on the same problems left there are kept and
-    only the others run (each episode has its own seed, so the result is that of an uninterrupted run). The
-    run's files are written, and the partial file removed, once every episode is in."""
+    only the others run (each episode has its own seed, so the result is that of an uninterrupted run). ``reuse``:
+    a finished run's directory whose episodes on these problems are kept too (:func:`finished_episodes`; nothing
+    when it is not a finished run of the same config). The run's files are written, and the partial file removed,
+    once every episode is in."""
     from shoparena.agents.loading import agent_path
     from shoparena.catalog.directory import index_path
     from shoparena.catalog.index import SearchIndex
@@ -207,6 +265,14 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
     header = _partial_header(config, problems, run_id)
     partial = out_dir / PARTIAL
     episodes = _read_partial(partial, header, config.n_samples) if resume else []
+    if reuse is not None:
+        from shoparena.scoring.scorer import Scorer
+        from shoparena.scoring.similarity import get_similarity
+
+        scorer = Scorer(index, mode=vconfig.scorer_mode, similarity=get_similarity(vconfig.similarity))
+        have = {(ep["problem_id"], ep["sample"]) for ep in episodes}
+        episodes += [ep for ep in finished_episodes(reuse, config, problems, scorer) or []
+                     if (ep["problem_id"], ep["sample"]) not in have]
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(partial, "wb") as fh:  # rewritten whole: the header and the kept episodes, then appended to
         fh.write(_line(header) + b"".join(_line(ep) for ep in episodes))
