@@ -45,9 +45,10 @@ def evaluate(
     = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep finished model runs made with the same "
                                                           "settings.")] = False,
-    reuse: Annotated[Path | None, typer.Option("--reuse", help="An earlier evaluation's --out: each model keeps "
-                                                               "its episodes there (same label and settings) on "
-                                                               "these problems and runs only the others.")] = None,
+    reuse: Annotated[list[Path] | None, typer.Option("--reuse", help="An earlier evaluation's --out (repeat for "
+                                                                     "several): each model keeps its episodes "
+                                                                     "there (same label and settings) on these "
+                                                                     "problems and runs only the others.")] = None,
     report: Annotated[bool, typer.Option("--report", help="Also write report.md and report.html.")] = False,
     train_manifest: Annotated[Path | None, typer.Option("--train", help="A training run's manifest.json (or "
                                                                         "its directory) for the report.")] = None,
@@ -91,7 +92,7 @@ def evaluate(
     config = EvalConfig(models=parse_models(model), agent=agent, n_samples=n, temperature=temperature, seed=seed,
                         concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
                         problem_set=source, judges=judges, judge_gate=judge_gate)
-    body = evaluate_models(catalog, loaded, config, out, resume=resume, reuse=reuse,
+    body = evaluate_models(catalog, loaded, config, out, resume=resume, reuse=reuse or (),
                            progress=None if as_json else (lambda m: console.print(f"[dim]{m}[/]")))
     if report:
         from shoparena.evaluate.report import write_report

@@ -305,10 +305,10 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
 
 def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: EvalConfig,
                     out: str | os.PathLike[str], *, progress: Callable[[str], None] | None = None,
-                    resume: bool = False, reuse: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                    resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
     """Run every model of ``config`` on ``problems`` and summarise (see the module docstring). ``resume``: a model
-    whose run directory already holds a summary made with the same settings is not run again. ``reuse``: another
-    evaluation's directory; each model keeps the episodes its run of the same label and settings there has on
+    whose run directory already holds a summary made with the same settings is not run again. ``reuse``: other
+    evaluations' directories; each model keeps the episodes its runs of the same label and settings there have on
     these problems (re-scored, :func:`~shoparena.validator.run.finished_episodes`), so a bigger problem set runs
     only its new problems."""
     from shoparena.llm.check import check_models
@@ -317,8 +317,9 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
     if not problems:
         raise DataError("no problem to evaluate")
     check_models([m.uri for m in config.models])
-    if reuse is not None and not (Path(reuse) / "models").is_dir():
-        raise NotFoundError(f"--reuse {reuse}: not an evaluation directory (no models/ in it)")
+    for lender in reuse:
+        if not (Path(lender) / "models").is_dir():
+            raise NotFoundError(f"--reuse {lender}: not an evaluation directory (no models/ in it)")
     root = Path(out)
     for m in config.models:
         run_dir = root / "models" / m.label
@@ -332,7 +333,7 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
         t0 = time.perf_counter()
         if progress:
             progress(f"{m.label}: {m.uri} on {len(problems)} problems × {config.n_samples}")
-        lent = Path(reuse) / "models" / m.label if reuse is not None else None
+        lent = [Path(d) / "models" / m.label for d in reuse]
         s = run_agents(catalog, problems, rc, run_dir, resume=resume, reuse=lent)  # interrupted: keeps its episodes
         (run_dir / "problems.json").write_text(json.dumps([p.problem_id for p in problems]) + "\n", encoding="utf-8")
         if progress:

@@ -231,14 +231,14 @@ def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, proble
 
 def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: RunConfig,
                out: str | os.PathLike[str], progress: Callable[[int], None] | None = None, *,
-               resume: bool = False, reuse: str | os.PathLike[str] | None = None) -> RunSummary:
+               resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = ()) -> RunSummary:
     """Run ``config.agent`` on every problem ``config.n_samples`` times; write and score everything in ``out``.
 
     Each finished episode is appended (and fsynced) to ``out/episodes.partial.jsonl`` as it arrives; with
     ``resume``, the episodes an interrupted run of the same config on the same problems left there are kept and
     only the others run (each episode has its own seed, so the result is that of an uninterrupted run). ``reuse``:
-    a finished run's directory whose episodes on these problems are kept too (:func:`finished_episodes`; nothing
-    when it is not a finished run of the same config). The run's files are written, and the partial file removed,
+    finished runs' directories whose episodes on these problems are kept too (:func:`finished_episodes`; nothing
+    from one that is not a finished run of the same config; the first to hold an episode lends it). The run's files are written, and the partial file removed,
     once every episode is in."""
     from shoparena.agents.loading import agent_path
     from shoparena.catalog.directory import index_path
@@ -265,14 +265,17 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
     header = _partial_header(config, problems, run_id)
     partial = out_dir / PARTIAL
     episodes = _read_partial(partial, header, config.n_samples) if resume else []
-    if reuse is not None:
+    if reuse:
         from shoparena.scoring.scorer import Scorer
         from shoparena.scoring.similarity import get_similarity
 
         scorer = Scorer(index, mode=vconfig.scorer_mode, similarity=get_similarity(vconfig.similarity))
         have = {(ep["problem_id"], ep["sample"]) for ep in episodes}
-        episodes += [ep for ep in finished_episodes(reuse, config, problems, scorer) or []
-                     if (ep["problem_id"], ep["sample"]) not in have]
+        for lender in reuse:
+            for ep in finished_episodes(lender, config, problems, scorer) or []:
+                if (ep["problem_id"], ep["sample"]) not in have:
+                    have.add((ep["problem_id"], ep["sample"]))
+                    episodes.append(ep)
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(partial, "wb") as fh:  # rewritten whole: the header and the kept episodes, then appended to
         fh.write(_line(header) + b"".join(_line(ep) for ep in episodes))

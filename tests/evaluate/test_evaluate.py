@@ -71,6 +71,24 @@ def test_resume_keeps_finished_runs(evaluated, tmp_path: Path) -> None:
     assert again["models"]["expert"]["asr"] == body["models"]["expert"]["asr"]
 
 
+def test_reuse_grows_an_evaluation_running_only_its_new_problems(evaluated, tmp_path: Path) -> None:
+    out, body, problems = evaluated
+    config = EvalConfig.model_validate(body["config"])
+    catalog = Path(out).parent / "cat"
+    half = tmp_path / "half"
+    evaluate_models(catalog, problems[:4], config, half)
+    grown = evaluate_models(catalog, problems, config, tmp_path / "grown", reuse=[half])
+    for label in ("expert", "policy-random"):  # the same figures as the evaluation that ran every problem at once
+        a, b = grown["models"][label], body["models"][label]
+        assert (a["asr"], a["ci"], a["pass@k"], a["by_axis"]) == (b["asr"], b["ci"], b["pass@k"], b["by_axis"])
+        lent = [json.loads(x) for x in (half / "models" / label / "runs.jsonl").read_text().splitlines()]
+        runs = {(r["problem_id"], r["sample"]): r for r in
+                map(json.loads, (tmp_path / "grown" / "models" / label / "runs.jsonl").read_text().splitlines())}
+        assert all(runs[(r["problem_id"], r["sample"])]["seconds"] == r["seconds"] for r in lent)  # not run again
+    with pytest.raises(NotFoundError, match="not an evaluation directory"):
+        evaluate_models(catalog, problems, config, tmp_path / "x", reuse=[tmp_path / "nowhere"])
+
+
 def test_model_specs_are_checked() -> None:
     assert [m.label for m in parse_models("a=policy:expert, hf:runs/x/sft/model")] == ["a", "hf-sft"]
     with pytest.raises(ConfigError, match="used twice"):

@@ -1,5 +1,6 @@
 """``run_agents`` streams every finished episode to ``episodes.partial.jsonl`` and a killed run resumes with only
-its missing episodes, giving the files of an uninterrupted run."""
+its missing episodes, giving the files of an uninterrupted run; a finished run lends its episodes to a run of the
+same config on more problems (``reuse``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from shoparena.agents import agent_path
 from shoparena.errors import DataError
-from shoparena.validator.run import PARTIAL, RunConfig, _read_partial, run_agents
+from shoparena.validator.run import PARTIAL, RunConfig, _read_partial, finished_episodes, run_agents
 from tests.worlds import small_world
 
 
@@ -113,3 +114,72 @@ def test_partial_file_of_another_run_or_with_bad_lines(world, uninterrupted: Pat
     with pytest.raises(DataError):  # a sample outside n_samples is not of this run
         _read_partial(path, hdr, 2)
     assert _read_partial(path, {**hdr, "run_id": "s"}, 2) == []
+
+
+def _scorer(catalog: Path):
+    from shoparena.catalog.directory import index_path
+    from shoparena.catalog.index import SearchIndex
+    from shoparena.scoring.scorer import Scorer
+    from shoparena.scoring.similarity import get_similarity
+
+    return Scorer(SearchIndex.open(index_path(catalog)), mode="strict", similarity=get_similarity("lexical"))
+
+
+@pytest.fixture(scope="module")
+def part(world, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    catalog, problems, _, slow = world
+    out = tmp_path_factory.mktemp("part")
+    run_agents(catalog, problems[:2], _config(slow, concurrency=2), out)  # the first two problems only
+    return out
+
+
+def test_a_finished_run_lends_its_episodes_to_a_run_on_more_problems(world, uninterrupted: Path, part: Path,
+                                                                      tmp_path: Path) -> None:
+    catalog, problems, _, slow = world
+    seen: list[int] = []
+    summary = run_agents(catalog, problems, _config(slow, concurrency=2), tmp_path, progress=seen.append,
+                         reuse=[tmp_path / "not-a-run", part])
+    assert seen[0] == 4 and sum(seen) == 2 * len(problems)  # 2 problems × 2 samples lent, the rest run
+    runs = {(r["problem_id"], r["sample"]): r for r in _lines(tmp_path / "runs.jsonl")}
+    for r in _lines(part / "runs.jsonl"):
+        assert runs[(r["problem_id"], r["sample"])]["seconds"] == r["seconds"]  # lent, not run again
+    # the files and figures of the run that did every problem at once, the axis rates (from the re-scored
+    # episodes' items, which scores.jsonl leaves out) included
+    assert (tmp_path / "scores.jsonl").read_bytes() == (uninterrupted / "scores.jsonl").read_bytes()
+    assert set((part / "rollouts.jsonl").read_bytes().splitlines()) < set((tmp_path / "rollouts.jsonl").read_bytes()
+                                                                          .splitlines())  # the lent steps, as run
+    whole = json.loads((uninterrupted / "summary.json").read_text())["summary"]
+    assert (summary.asr, summary.pass_at_k, summary.axis_rates) == (whole["asr"], whole["pass_at_k"],
+                                                                    whole["axis_rates"])
+
+
+def test_only_a_finished_run_of_the_same_config_with_scores_its_steps_give_is_lent(world, part: Path,
+                                                                                    tmp_path: Path) -> None:
+    import shutil
+
+    catalog, problems, _, slow = world
+    scorer, config = _scorer(catalog), _config(slow)
+    lent = finished_episodes(part, config, problems, scorer)
+    assert lent is not None and len(lent) == 4 and all(ep["score"]["items"] for ep in lent)
+    assert finished_episodes(part, config.model_copy(update={"seed": 4}), problems, scorer) is None
+    assert finished_episodes(part, config.model_copy(update={"concurrency": 7}), problems, scorer) == lent
+    assert finished_episodes(tmp_path, config, problems, scorer) is None  # no summary: not a finished run
+    assert finished_episodes(part, config, problems[2:], scorer) == []  # no problem in common
+
+    bad = tmp_path / "bad"
+    shutil.copytree(part, bad)
+    rows = _lines(bad / "scores.jsonl")
+    rows[1]["success"] = not rows[1]["success"]
+    (bad / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match="not what its steps score here"):
+        finished_episodes(bad, config, problems, scorer)
+    (bad / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
+    with pytest.raises(DataError, match="do not line up"):
+        finished_episodes(bad, config, problems, scorer)
+    shutil.copy(part / "scores.jsonl", bad / "scores.jsonl")
+    (bad / "runs.jsonl").write_text('{"problem_id": 3}\n' * 4)
+    with pytest.raises(DataError, match="not the files of a finished run"):
+        finished_episodes(bad, config, problems, scorer)
+    (bad / "summary.json").write_text("[]")
+    with pytest.raises(DataError, match="not a run summary"):
+        finished_episodes(bad, config, problems, scorer)
