@@ -13,7 +13,7 @@ from shoparena.cli._common import console, err_console, print_json
 
 
 def train(
-    recipe: Annotated[str, typer.Argument(help="A built-in recipe (tiny, cpu-mini, cpu-mini-sft2, cpu-mini-sft3, cpu-mini-freeze, cpu-mini-teacher, paper) or a recipe YAML file.")],
+    recipe: Annotated[str, typer.Argument(help="A built-in recipe (tiny, cpu-mini, cpu-mini-sft2, cpu-mini-sft3, cpu-mini-freeze, cpu-mini-fit, cpu-mini-teacher, paper) or a recipe YAML file.")],
     corpus: Annotated[Path, typer.Option("--corpus", help="A corpus directory (`shoparena corpus build --out`).")],
     out: Annotated[Path, typer.Option("--out", help="Run directory (one folder per stage, manifest.json).")],
     resume: Annotated[bool, typer.Option("--resume", help="Skip finished stages; continue an interrupted one "

@@ -14,6 +14,7 @@ tool calls), every assistant ``<|im_end|>`` is trained, nothing of the system / 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ from shoparena.llm.compact import CompactConfig, compact_messages
 from shoparena.llm.hf_backend import template_messages
 
 __all__ = [
-    "END_OF_TURN", "EncodedRows", "FormatConfig", "MaskReport", "Sample", "encode_rows", "parse_tools",
-    "render_sample", "validate_mask", "with_system",
+    "END_OF_TURN", "EncodedRows", "FormatConfig", "MaskReport", "Sample", "encode_rows", "fit_turns",
+    "parse_tools", "render_sample", "validate_mask", "with_system",
 ]
 
 END_OF_TURN = "<|im_end|>"
@@ -46,6 +47,12 @@ class FormatConfig(BaseModel):
     """``harness``: a row without a system turn gets the one the harness's native protocol sends
     (:data:`shoparena.env.prompts.NATIVE`, what ``react`` and every native-protocol episode is prompted with), so
     training renders the prompt evaluation and rollouts render. ``row``: rows as they are."""
+    turn_tokens: int | None = Field(None, ge=16)
+    """The longest assistant turn (think + tool calls + end of turn, in tokens) a sample may teach: the serving cap
+    per turn (the checkpoint's ``generation_config.json`` ``max_new_tokens``). A longer turn is one the model can
+    never finish when served (it is cut before its tool call, and the episode loops), so its reasoning is
+    shortened, middle sentences first (:func:`fit_turns`); a turn that does not fit even so (its tool calls alone
+    are too long) stays in the sample as context but out of the loss. ``None``: turns as they are."""
 
 
 def with_system(messages: list[dict[str, Any]], system: str = "harness") -> list[dict[str, Any]]:
@@ -198,11 +205,85 @@ def validate_mask(tokenizer: Any, sample: Sample) -> MaskReport:
                       end_of_turn_trained=trained_eot)
 
 
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+")
+ELISION = "…"
+_MIN_REASONING = 8
+"""Fewer reasoning tokens than this and a turn is not shortened but left untrained (:func:`fit_turns`)."""
+
+
+def _n_tokens(tokenizer: Any, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _shorten(tokenizer: Any, text: str, target: int) -> str:
+    """``text`` in at most about ``target`` tokens: its first sentence, an elision and as many of its last
+    sentences as fit (the reasoning's conclusion, the one its tool call acts on); failing that, its last tokens."""
+    if target <= 0:
+        return ""
+    sentences = [x for x in _SENTENCE_END.split(text.strip()) if x]
+    if len(sentences) >= 3:
+        tail: list[str] = []
+        for sentence in reversed(sentences[1:]):
+            if _n_tokens(tokenizer, " ".join([sentences[0], ELISION, sentence, *tail])) > target:
+                break
+            tail.insert(0, sentence)
+        if tail:
+            return " ".join([sentences[0], ELISION, *tail])
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    end = tokenizer.decode(ids[len(ids) - max(1, target - 1):], skip_special_tokens=True)
+    return ELISION + end.lstrip()
+
+
+def fit_turns(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, config: FormatConfig,
+              sample: Sample | None = None) -> tuple[list[dict[str, Any]], Sample, int, list[int]]:
+    """``(messages, sample, turns shortened, turns left untrained)`` for :attr:`FormatConfig.turn_tokens`: the
+    reasoning of every assistant turn longer than the budget is shortened until the turn fits; a turn that cannot
+    fit (its tool calls alone, with a few tokens of reasoning, are over the budget) keeps its text and is returned
+    by index among the assistant turns, to be left out of the loss (context only). ``sample``: ``messages``
+    already rendered."""
+    budget = config.turn_tokens
+
+    def render(msgs: list[dict[str, Any]]) -> Sample:
+        return render_sample(tokenizer, msgs, tools, compact=config.compact, system=config.system)
+
+    sample = sample if sample is not None else render(messages)
+    if budget is None:
+        return messages, sample, 0, []
+    assistant = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+    original = list(messages)
+    shortened: set[int] = set()
+    hopeless: set[int] = set()
+    for _ in range(8):
+        lengths = [b - a for a, b in _runs(sample.assistant_masks)]
+        if len(lengths) != len(assistant):
+            raise DataError(f"{len(lengths)} trained runs for {len(assistant)} assistant turns: turns cannot be fitted")
+        over = [(k, n) for k, n in enumerate(lengths) if n > budget and k not in hopeless]
+        if not over:
+            break
+        messages = list(messages)
+        for k, n in over:
+            reasoning = messages[assistant[k]].get("reasoning_content") or ""
+            target = _n_tokens(tokenizer, reasoning) - (n - budget) - 1 if reasoning else 0
+            if target < _MIN_REASONING:
+                hopeless.add(k)
+                messages[assistant[k]] = original[assistant[k]]  # kept as written, as context
+                continue
+            messages[assistant[k]] = {**messages[assistant[k]], "reasoning_content": _shorten(tokenizer, reasoning,
+                                                                                              target)}
+            shortened.add(k)
+        sample = render(messages)
+    else:
+        raise DataError(f"the assistant turns do not fit in {budget} tokens")
+    return messages, sample, len(shortened - hopeless), sorted(hopeless)
+
+
 def encode_rows(tokenizer: Any, rows: Iterable[dict[str, Any]], config: FormatConfig, *,
                 validate: bool = True) -> EncodedRows:
     """Rows ``{"messages", "tools"}`` → samples, every mask validated. Counts: ``rows``, ``kept``,
     ``dropped_too_long``, ``truncated``, ``dropped_unrenderable`` (a :class:`DataError` from rendering),
-    ``unstable_turns``, ``tokens``, ``trained_tokens``."""
+    ``unstable_turns``, ``tokens``, ``trained_tokens``; with ``turn_tokens``: ``turns_shortened``,
+    ``rows_shortened``, ``turns_untrained`` (left out of the loss) and ``dropped_turn_too_long`` (no turn left to
+    train)."""
     out = EncodedRows()
     for row in rows:
         out.counts["rows"] += 1
@@ -212,9 +293,28 @@ def encode_rows(tokenizer: Any, rows: Iterable[dict[str, Any]], config: FormatCo
         except DataError:
             out.counts["dropped_unrenderable"] += 1
             continue
+        untrained: list[int] = []
+        if config.turn_tokens is not None:
+            try:
+                _, sample, n, untrained = fit_turns(tokenizer, row["messages"], row.get("tools"), config, sample)
+            except DataError:
+                out.counts["dropped_unrenderable"] += 1
+                continue
+            out.counts["turns_shortened"] += n
+            out.counts["rows_shortened"] += n > 0
+            out.counts["turns_untrained"] += len(untrained)
         if validate:
             validate_mask(tokenizer, sample)
         ids, mask = sample.input_ids, sample.assistant_masks
+        if untrained:  # turns the model could never finish when served: context, not targets
+            runs = _runs(mask)
+            mask = list(mask)
+            for k in untrained:
+                a, b = runs[k]
+                mask[a:b] = [0] * (b - a)
+            if not any(mask):
+                out.counts["dropped_turn_too_long"] += 1
+                continue
         if len(ids) > config.max_length:
             if config.truncation == "drop":
                 out.counts["dropped_too_long"] += 1

@@ -75,9 +75,14 @@ class SFTConfig(StageConfig):
                              + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
         return v
 
+    turn_tokens: int | None = Field(None, ge=16)
+    """Shorten the reasoning of assistant turns longer than this many tokens (the serving cap per turn, the
+    checkpoint's ``max_new_tokens``) until they fit; rows that cannot are dropped
+    (:attr:`shoparena.train.format.FormatConfig.turn_tokens`)."""
+
     def format(self) -> FormatConfig:
         return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact,
-                            system=self.system)
+                            system=self.system, turn_tokens=self.turn_tokens)
 
 
 # ── shared stage helpers ─────────────────────────────────────────────────────────────────────────────────────

@@ -148,3 +148,40 @@ def test_harness_system_turn_is_what_a_react_episode_is_prompted_with(train_worl
     encoded = encode_rows(backend.tokenizer, [row], FormatConfig(max_length=100_000, system="harness"))
     assert encoded.samples[0]["input_ids"] == render_sample(backend.tokenizer, row["messages"], row["tools"],
                                                             system="harness").input_ids
+
+
+def test_turn_budget_shortens_reasoning_and_leaves_turns_that_cannot_fit_untrained(train_world: TrainWorld,
+                                                                                     tiny_tokenizer: Any) -> None:
+    from shoparena.train.format import ELISION, _runs, fit_turns
+
+    tok = tiny_tokenizer
+    rows = [r for r in train_world.sft_rows if any(len(m.get("reasoning_content") or "") > 200 for m in r["messages"])]
+    row = rows[0]
+    whole = render_sample(tok, row["messages"], row["tools"])
+    lengths = [b - a for a, b in _runs(whole.assistant_masks)]
+    budget = sorted(lengths)[len(lengths) // 2]
+    assert max(lengths) > budget  # some turns are over the budget
+    config = FormatConfig(max_length=100_000, turn_tokens=budget)
+    messages, sample, shortened, untrained = fit_turns(tok, row["messages"], row["tools"], config)
+    assert shortened >= 1 and validate_mask(tok, sample).assistant_turns == len(lengths)
+    fitted = [b - a for a, b in _runs(sample.assistant_masks)]
+    assert all(n <= budget for k, n in enumerate(fitted) if k not in untrained)
+    for before, after in zip(row["messages"], messages, strict=True):
+        assert {k: v for k, v in before.items() if k != "reasoning_content"} == \
+            {k: v for k, v in after.items() if k != "reasoning_content"}  # only reasoning changes
+        if before.get("reasoning_content") != after.get("reasoning_content"):
+            short = after["reasoning_content"]
+            assert ELISION in short and 0 < len(short) < len(before["reasoning_content"])
+    # encode_rows: the same fit, counted; untrained turns stay in the ids but out of the loss
+    plain = encode_rows(tok, rows, FormatConfig(max_length=100_000))
+    fit = encode_rows(tok, rows, config)
+    assert fit.counts["turns_shortened"] >= 1 and fit.counts["rows_shortened"] >= 1
+    assert max(b - a for s in plain.samples for a, b in _runs(s["assistant_masks"])) > budget
+    assert max(b - a for s in fit.samples for a, b in _runs(s["assistant_masks"])) <= budget
+    # a budget no tool call fits in: every turn stays as written, untrained; a row left with nothing is dropped
+    tiny = FormatConfig(max_length=100_000, turn_tokens=16)
+    _, same, n, untrained = fit_turns(tok, row["messages"], row["tools"], tiny)
+    assert n == 0 and untrained == list(range(len(lengths))) and same.input_ids == whole.input_ids
+    none = encode_rows(tok, rows, tiny)
+    assert none.counts["dropped_turn_too_long"] == len(rows) and not none.samples
+    assert none.counts["turns_untrained"] == sum(sum(m["role"] == "assistant" for m in r["messages"]) for r in rows)

@@ -22,7 +22,7 @@ def test_builtin_recipes_load(name: str) -> None:
     assert recipe.name == name and text.startswith("#")
     # stage 1's later legs are SFT only; cpu-mini-teacher is stage 3 alone, continuing the last leg
     only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-freeze": ("sft",),
-            "cpu-mini-teacher": ("teacher",)}
+            "cpu-mini-fit": ("sft",), "cpu-mini-teacher": ("teacher",)}
     assert recipe.stages == only.get(name, ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
@@ -204,3 +204,13 @@ def test_cli_tiny_runs_all_five_stages_with_clean_json(rl_world: Any, tmp_path: 
           "--out", str(out), "--resume", "--json"])
     again = json.loads(capsys.readouterr().out)  # every stage re-checked by its hash (one hash for all stages)
     assert again["skipped"] == ["sft", "rs", "teacher", "kto", "grpo"] and again["checkpoints"] == printed["checkpoints"]
+
+
+def test_cpu_mini_fit_is_freeze_with_every_trained_turn_within_the_bases_serving_cap() -> None:
+    fit, _ = load_recipe("cpu-mini-fit")
+    freeze, _ = load_recipe("cpu-mini-freeze")
+    assert fit.base == freeze.base and fit.sft.seed == freeze.sft.seed and fit.sft.tools == freeze.sft.tools
+    assert fit.sft.format() == freeze.sft.format().model_copy(update={"turn_tokens": 256})
+    from shoparena.llm.models import MODELS
+
+    assert fit.sft.turn_tokens == MODELS.get("smollm2-135m").max_new_tokens  # the cap `models prepare` writes
