@@ -253,13 +253,15 @@ def fit_turns(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, config
     original = list(messages)
     shortened: set[int] = set()
     hopeless: set[int] = set()
-    for _ in range(8):
+    for attempt in range(9):
         lengths = [b - a for a, b in _runs(sample.assistant_masks)]
         if len(lengths) != len(assistant):
             raise DataError(f"{len(lengths)} trained runs for {len(assistant)} assistant turns: turns cannot be fitted")
         over = [(k, n) for k, n in enumerate(lengths) if n > budget and k not in hopeless]
         if not over:
             break
+        if attempt == 8:
+            raise DataError(f"the assistant turns do not fit in {budget} tokens")
         messages = list(messages)
         for k, n in over:
             reasoning = messages[assistant[k]].get("reasoning_content") or ""
@@ -272,8 +274,6 @@ def fit_turns(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, config
                                                                                               target)}
             shortened.add(k)
         sample = render(messages)
-    else:
-        raise DataError(f"the assistant turns do not fit in {budget} tokens")
     return messages, sample, len(shortened - hopeless), sorted(hopeless)
 
 
