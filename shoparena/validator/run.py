@@ -222,9 +222,7 @@ def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, proble
                                 "its steps score here", hint="reuse a run made on the same catalog and scorer")
             out.append({"problem_id": pid, "sample": sample, "steps": steps, "calls": calls.get((pid, sample), []),
                         "run": run, "score": again.model_dump(mode="json")})
-    except DataError:
-        raise
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:  # (DataError is none of these: it passes through)
         raise DataError(f"{d}: not the files of a finished run ({type(e).__name__}: {e})") from None
     return out
 
@@ -238,8 +236,8 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
     ``resume``, the episodes an interrupted run of the same config on the same problems left there are kept and
     only the others run (each episode has its own seed, so the result is that of an uninterrupted run). ``reuse``:
     finished runs' directories whose episodes on these problems are kept too (:func:`finished_episodes`; nothing
-    from one that is not a finished run of the same config; the first to hold an episode lends it). The run's files are written, and the partial file removed,
-    once every episode is in."""
+    from one that is not a finished run of the same config; the first to hold an episode lends it). The run's files
+    are written, and the partial file removed, once every episode is in."""
     from shoparena.agents.loading import agent_path
     from shoparena.catalog.directory import index_path
     from shoparena.catalog.index import SearchIndex
