@@ -347,16 +347,15 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
 
 
 def _same_run(run_dir: Path, rc: Any, problems: Sequence[Problem]) -> bool:
+    from shoparena.validator.run import same_config
+
     try:
         stored = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["config"]
         ids = json.loads((run_dir / "problems.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError):
         return False
-    try:  # the same fields, and the same values of those that decide the episodes
-        same = set(stored) == set(rc.model_dump()) and type(rc).model_validate(stored).identity() == rc.identity()
-    except (ValueError, TypeError):
-        return False
-    return same and ids == [p.problem_id for p in problems] and (run_dir / "scores.jsonl").is_file()
+    return (same_config(stored, rc) and ids == [p.problem_id for p in problems]
+            and (run_dir / "scores.jsonl").is_file())
 
 
 def _run_meta(run_dir: Path) -> dict[str, Any]:

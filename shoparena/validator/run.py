@@ -175,6 +175,17 @@ def _read_partial(path: Path, header: dict[str, Any], n_samples: int) -> list[di
     return list(episodes.values())
 
 
+def same_config(stored: Any, config: RunConfig) -> bool:
+    """Whether ``stored`` (a run's ``summary.json`` ``config``) has exactly ``config``'s fields and the same values of
+    those that decide its episodes (:meth:`RunConfig.identity`); anything that is not such a config is not."""
+    if not isinstance(stored, dict) or set(stored) != set(config.model_dump()):
+        return False
+    try:
+        return type(config).model_validate(stored).identity() == config.identity()
+    except (ValueError, TypeError):
+        return False
+
+
 def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, problems: Sequence[Problem],
                       scorer: Any) -> list[dict[str, Any]] | None:
     """The episodes of the finished run in ``run_dir`` on those of ``problems`` it ran; ``None`` when ``run_dir``
@@ -187,12 +198,13 @@ def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, proble
     d = Path(run_dir)
     try:
         stored = json.loads((d / "summary.json").read_text(encoding="utf-8"))["config"]
-        same = type(config).model_validate(stored).identity() == config.identity()
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DataError(f"{d / 'summary.json'}: not a run summary ({e})") from None
-    if not same:
+    if not isinstance(stored, dict):
+        raise DataError(f"{d / 'summary.json'}: not a run summary (its config is {type(stored).__name__})")
+    if not same_config(stored, config):
         return None
     files = {name: d / f"{name}.jsonl" for name in ("runs", "rollouts", "scores", "calls")}
     try:
