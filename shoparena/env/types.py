@@ -62,6 +62,10 @@ class AssistantMessage(BaseModel):
     content carries none."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage | None = None
+    parse_notes: tuple[str, ...] = Field(default=(), exclude=True)
+    """What the backend's text parser left out of this message (a malformed or unclosed ``<tool_call>`` block):
+    the gateway logs it (:attr:`~shoparena.llm.gateway.calllog.CallRecord.parse_notes`); never sent on, never
+    dumped."""
 
 
 @runtime_checkable

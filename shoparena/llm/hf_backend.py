@@ -48,7 +48,8 @@ def completion_to_message(text: str, prompt_tokens: int | None = None, completio
                           ) -> AssistantMessage:
     """A decoded Qwen3 completion as an :class:`AssistantMessage`: think → ``reasoning_content``, complete
     ``<tool_call>`` blocks → ``tool_calls`` (ids ``call_<upstream id>``, unique within the message), the remaining
-    text → ``content``. Malformed blocks are dropped, as :func:`parse_qwen3` does."""
+    text → ``content``. Malformed blocks are dropped, as :func:`parse_qwen3` does; its notes on them go to
+    ``parse_notes`` (logged by the gateway)."""
     parsed = parse_qwen3(text)
     calls, seen = [], set()
     for i, call in enumerate(parsed.calls):
@@ -62,7 +63,7 @@ def completion_to_message(text: str, prompt_tokens: int | None = None, completio
         usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                       total_tokens=prompt_tokens + completion_tokens)
     return AssistantMessage(content=parsed.response, reasoning_content=parsed.think or None, tool_calls=calls,
-                            usage=usage)
+                            usage=usage, parse_notes=tuple(parsed.errors))
 
 
 def _text(content: Any) -> str:

@@ -1,8 +1,9 @@
 """Shared helpers for the gateway and SDK tests: small real chat backends whose output the test controls.
 
 ``DirectiveBackend`` answers with whatever the last user message dictates (a JSON object
-``{"reply": {content, reasoning_content, tool_calls, usage}}``), so a test decides exactly which tool calls a
-completion emits. ``MiniReactBackend`` is a tiny deterministic shopping policy (search, view the first hit,
+``{"reply": {content, reasoning_content, tool_calls, usage}}``, or ``{"reply": {"text": …}}``: a raw Qwen3
+completion parsed as the local backends parse theirs), so a test decides exactly which tool calls a completion
+emits. ``MiniReactBackend`` is a tiny deterministic shopping policy (search, view the first hit,
 recommend it, terminate) that speaks native tool calls, Qwen3 text or the tag protocol, for end-to-end runs.
 """
 
@@ -18,6 +19,7 @@ from shoparena.catalog.search import SearchService
 from shoparena.clock import Clock
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
 from shoparena.llm.gateway import Gateway, Limits
+from shoparena.llm.hf_backend import completion_to_message
 from shoparena.llm.types import Sampling
 
 DIRECTIVE = "test:directive"
@@ -51,6 +53,8 @@ class DirectiveBackend:
             return AssistantMessage(content="ok", usage=Usage(prompt_tokens=3, completion_tokens=1, total_tokens=4))
         if reply.get("content") == "RAISE":
             raise RuntimeError("backend exploded")
+        if "text" in reply:  # a raw Qwen3 completion, through the local backends' parser
+            return completion_to_message(reply["text"], 7, 5)
         return AssistantMessage(
             content=reply.get("content") or "", reasoning_content=reply.get("reasoning_content"),
             tool_calls=[ToolCall(**c) for c in reply.get("tool_calls") or []],

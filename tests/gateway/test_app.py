@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tempfile
 import time
@@ -15,7 +16,8 @@ from pydantic import ValidationError
 
 from shoparena.catalog.search import SearchService
 from shoparena.clock import ManualClock
-from shoparena.llm.gateway import Gateway, GatewayServer, Limits
+from shoparena.llm.gateway import Gateway, GatewayServer, Limits, dump_record
+from shoparena.llm.hf_backend import completion_to_message
 from tests.gateway import DIRECTIVE, REACT, directive, make_gateway, make_service
 
 
@@ -146,6 +148,28 @@ def test_inference_round_trip_and_log(server, gateway) -> None:
     assert "messages" not in rec.params and "tools" not in rec.params
     assert rec.params["n_messages"] == 1 and len(rec.params["messages_sha256"]) == 64
     assert rec.params["tool_names"] == ["find_product"] and rec.params["temperature"] == 0.5
+
+
+def test_what_the_parser_dropped_is_logged_not_sent(server, gateway) -> None:
+    """A local backend's completion with a malformed and an unclosed ``<tool_call>`` block: the agent gets neither
+    (no tool call, the text around them), the call log says what was dropped; a clean completion notes nothing."""
+    run = open_run(gateway, models=[DIRECTIVE])
+    bad = ('<think>pick one</think><tool_call>{"name": "find_product", "arguments": {"q": "mug"</tool_call> hm '
+           '<tool_call>{"name": "recommend_product"')
+    good = '<tool_call>{"name": "find_product", "arguments": {"q": "mug"}}</tool_call>'
+    with client(server, run.token) as c:
+        got = [c.post("/inference/chat/completions",
+                      json={"model": DIRECTIVE, "messages": [{"role": "user", "content": json.dumps({"reply": {
+                          "text": text}})}]}).json() for text in (bad, good)]
+    msg = got[0]["choices"][0]["message"]
+    assert not msg.get("tool_calls") and msg["content"] == "hm" and "parse_notes" not in msg
+    assert got[1]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "find_product"
+    first, second = gateway.close_run(run.token)
+    assert first.tool_calls == [] and first.content == "hm"
+    assert len(first.parse_notes) == 2 and "malformed <tool_call> block" in first.parse_notes[0]
+    assert "unclosed <tool_call> block dropped" in first.parse_notes[1]
+    assert second.parse_notes is None and [t.name for t in second.tool_calls] == ["find_product"]
+    assert "parse_notes" in dump_record(first).decode() and "parse_notes" not in completion_to_message(bad).model_dump()
 
 
 def test_model_allowlist_and_bad_bodies(server, gateway) -> None:

@@ -81,6 +81,9 @@ class CallRecord(BaseModel):
     """Axis-A search issued by the agent's implementation of a composite tool the LLM called (its name)."""
     attributed_to: int | None = None
     """``seq`` of the inference record whose completion emitted the matching tool call."""
+    parse_notes: list[str] | None = None
+    """Inference: what the backend's text parser dropped from the completion (a malformed ``<tool_call>`` block, an
+    unclosed one cut at the token limit), which ``content`` and ``tool_calls`` no longer show; ``None``: nothing."""
 
 
 def dump_record(record: CallRecord) -> bytes:
