@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.evaluate.choice import choice_summary
 from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary, read_run_file
 from shoparena.evaluate.stats import (
     majority_success,
@@ -276,7 +277,8 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
         run_dir = root / "models" / m.label
         summary, rates[m.label] = _model_summary(_read_scores(run_dir), problems, config.n_samples,
                                                  config.seed, config.n_resamples)
-        models[m.label] = {"uri": m.uri, "run_dir": f"models/{m.label}", **summary, **_run_meta(run_dir)}
+        models[m.label] = {"uri": m.uri, "run_dir": f"models/{m.label}", **summary, **_run_meta(run_dir),
+                           "choice": choice_summary(run_dir, problems)}
     order = [p.problem_id for p in problems if p.bucket in ASR_BUCKETS]
     labels = [m.label for m in config.models]
     pairs = [(labels[0], b) for b in labels[1:]] + [(labels[i - 1], labels[i]) for i in range(2, len(labels))]

@@ -271,6 +271,24 @@ def _axes(doc: _Doc, body: dict[str, Any]) -> None:
     doc.add(_Heading(3, "Per axis (Σ hits / Σ reward items, items in brackets)"), _Table(["Model", *axes], rows))
 
 
+def _choice(doc: _Doc, body: dict[str, Any]) -> None:
+    rows = []
+    for label, m in body["models"].items():
+        c = m.get("choice")
+        if c is None:
+            continue
+        c, w = _obj(c, f"models.{label}.choice"), f"models.{label}.choice"
+        n = c.get("episodes")
+        rows.append([label, str(n)] + [f"{c.get(k, '?')} ({_maybe(_obj(c.get('rates'), w + '.rates').get(k), '.3f')})"
+                                       for k in ("recommended", "retrieved", "chosen", "passed_over")])
+    if not rows:
+        return
+    doc.add(_Heading(3, "Retrieval and choice (episodes, share in brackets)"),
+            _Para("Retrieved: a ground-truth product was among the ids the episode's own searches returned; chosen: "
+                  "one was recommended; passed over: retrieved, and only other products recommended."),
+            _Table(["Model", "Episodes", "Recommended", "Retrieved", "Chosen", "Passed over"], rows))
+
+
 def _comparisons(doc: _Doc, body: dict[str, Any]) -> None:
     doc.add(_Heading(2, "Paired comparisons"))
     comps = body["comparisons"]
@@ -610,6 +628,7 @@ def write_report(out: str | os.PathLike[str], *, train_manifest: str | os.PathLi
             buckets, _ = _table1(doc, body)
             _models(doc, body)
             _axes(doc, body)
+            _choice(doc, body)
             if plots:
                 image("report_buckets.png", "ASR per bucket with 95 % intervals", _plot_buckets(body, buckets))
                 image("report_passk.png", "pass@k and pass^k curves", _plot_passk(body))

@@ -122,3 +122,16 @@ def test_per_bucket_is_stratified_and_seeded(evaluated) -> None:
     assert len(per_bucket(problems, 100)) == len(problems)
     with pytest.raises(ConfigError):
         per_bucket(problems, 0)
+
+
+def test_retrieval_and_choice_sit_beside_the_asr(evaluated) -> None:
+    """Every product-bucket success recommended a ground-truth product, so ``chosen`` bounds them from above."""
+    out, body, problems = evaluated
+    product = {p.problem_id for p in problems if p.bucket == "product"}
+    for m in body["models"].values():
+        c = m["choice"]
+        assert c["episodes"] == m["n_problems"] * 2
+        assert c["chosen"] <= c["recommended"] and c["passed_over"] <= c["retrieved"]
+        wins = [json.loads(x) for x in (out / m["run_dir"] / "scores.jsonl").read_text().splitlines()]
+        assert c["chosen"] >= sum(1 for s in wins if s["problem_id"] in product and s["success"])
+    assert body["models"]["expert"]["choice"]["chosen"] > 0

@@ -138,6 +138,11 @@ def test_table_has_one_row_per_model_with_asr_and_ci(rendered) -> None:
             assert f"{b['asr']:.3f} [{b['ci'][0]:.3f}, {b['ci'][1]:.3f}]" in row
     c = body["comparisons"][0]
     assert f"{c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]" in md.read_text(encoding="utf-8")
+    assert "Retrieval and choice" in md.read_text(encoding="utf-8")
+    for label, m in body["models"].items():  # the choice figures' row, counts with their shares
+        ch = m["choice"]
+        assert (f"| {label} | {ch['episodes']} | {ch['recommended']} ({ch['rates']['recommended']:.3f}) | "
+                f"{ch['retrieved']} ({ch['rates']['retrieved']:.3f}) |") in md.read_text(encoding="utf-8")
 
 
 def test_html_is_self_contained(rendered) -> None:

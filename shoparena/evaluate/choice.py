@@ -1,0 +1,73 @@
+"""Retrieval against choice: where an evaluated model's failures sit, from its stored run alone.
+
+For each scored episode of a run (``scores.jsonl``) and the gateway's log of its searches (``calls.jsonl``):
+
+- ``recommended``: the episode recommended at least one product;
+- ``retrieved``: a ground-truth product (a ``product_id`` of the problem's reward items) was among the ids the
+  episode's own searches returned (``find_product`` results and ``view_product_information`` answers);
+- ``chosen``: a ground-truth product is among the recommended ids;
+- ``passed_over``: retrieved, something recommended, and no ground-truth product among it.
+
+``retrieved`` without ``chosen`` says the search found the answer and the model picked another; neither says the
+search never reached it. A pure function of the stored run (nothing is re-run, τ²-bench style); numbers are
+episode counts and their shares of the run's scored episodes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shoparena.errors import DataError
+from shoparena.tasks.types import Problem
+
+__all__ = ["COUNTS", "choice_summary"]
+
+COUNTS = ("recommended", "retrieved", "chosen", "passed_over")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: cannot be read as JSON lines ({e})") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise DataError(f"{path}: a line is not a JSON object")
+    return rows
+
+
+def choice_summary(run_dir: str | Path, problems: Sequence[Problem]) -> dict[str, Any] | None:
+    """Counts (:data:`COUNTS`) and their rates over the episodes of ``run_dir`` on ``problems``; ``None`` when the
+    run has no call log (nothing to say about retrieval)."""
+    d = Path(run_dir)
+    if not (d / "calls.jsonl").is_file() or not (d / "scores.jsonl").is_file():
+        return None
+    gt = {p.problem_id: {item.product_id for item in p.reward} for p in problems}
+    seen: dict[tuple[str, int], set[str]] = {}
+    for c in _lines(d / "calls.jsonl"):
+        ids = c.get("result_product_ids")
+        if c.get("kind") != "search" or not isinstance(ids, list):
+            continue
+        key = (c.get("problem_id"), c.get("sample"))
+        seen.setdefault(key, set()).update(str(x) for x in ids)  # type: ignore[arg-type]
+    counts = dict.fromkeys(COUNTS, 0)
+    episodes = 0
+    for s in _lines(d / "scores.jsonl"):
+        pid, sample = s.get("problem_id"), s.get("sample")
+        if pid not in gt:
+            continue
+        rec = s.get("recommended_ids") or []
+        if not isinstance(rec, list):
+            raise DataError(f"{d / 'scores.jsonl'}: recommended_ids of {pid} is not a list")
+        episodes += 1
+        rec_ids, truth = {str(x) for x in rec}, gt[pid]
+        found = bool(truth & seen.get((pid, sample), set()))
+        chosen = bool(truth & rec_ids)
+        counts["recommended"] += bool(rec_ids)
+        counts["retrieved"] += found
+        counts["chosen"] += chosen
+        counts["passed_over"] += found and bool(rec_ids) and not chosen
+    return {"episodes": episodes, **counts,
+            "rates": {k: round(v / episodes, 4) if episodes else None for k, v in counts.items()}}
