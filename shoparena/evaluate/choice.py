@@ -45,13 +45,12 @@ def choice_summary(run_dir: str | Path, problems: Sequence[Problem]) -> dict[str
     if not (d / "calls.jsonl").is_file() or not (d / "scores.jsonl").is_file():
         return None
     gt = {p.problem_id: {item.product_id for item in p.reward} for p in problems}
-    seen: dict[tuple[str, int], set[str]] = {}
+    seen: dict[tuple[Any, Any], set[str]] = {}  # (problem_id, sample) → ids its searches returned
     for c in _lines(d / "calls.jsonl"):
         ids = c.get("result_product_ids")
         if c.get("kind") != "search" or not isinstance(ids, list):
             continue
-        key = (c.get("problem_id"), c.get("sample"))
-        seen.setdefault(key, set()).update(str(x) for x in ids)  # type: ignore[arg-type]
+        seen.setdefault((c.get("problem_id"), c.get("sample")), set()).update(str(x) for x in ids)
     counts = dict.fromkeys(COUNTS, 0)
     episodes = 0
     for s in _lines(d / "scores.jsonl"):
