@@ -15,12 +15,12 @@ episode counts and their shares of the run's scored episodes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from shoparena.errors import DataError
+from shoparena.evaluate.judging import read_run_file
 from shoparena.tasks.types import Problem
 
 __all__ = ["COUNTS", "choice_summary"]
@@ -28,38 +28,36 @@ __all__ = ["COUNTS", "choice_summary"]
 COUNTS = ("recommended", "retrieved", "chosen", "passed_over")
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: cannot be read as JSON lines ({e})") from None
+def _objects(rows: list[Any], path: Path) -> list[dict[str, Any]]:
     if not all(isinstance(r, dict) for r in rows):
         raise DataError(f"{path}: a line is not a JSON object")
     return rows
 
 
-def choice_summary(run_dir: str | Path, problems: Sequence[Problem]) -> dict[str, Any] | None:
-    """Counts (:data:`COUNTS`) and their rates over the episodes of ``run_dir`` on ``problems``; ``None`` when the
-    run has no call log (nothing to say about retrieval)."""
-    d = Path(run_dir)
-    if not (d / "calls.jsonl").is_file() or not (d / "scores.jsonl").is_file():
+def choice_summary(scores: Sequence[Any], calls_file: str | Path, problems: Sequence[Problem]
+                   ) -> dict[str, Any] | None:
+    """Counts (:data:`COUNTS`) and their rates over a run's score rows (``scores.jsonl``, as the caller read them)
+    on ``problems``, with the searches of its call log ``calls_file``; ``None`` when the run has no call log
+    (nothing to say about retrieval)."""
+    calls_file = Path(calls_file)
+    if not calls_file.is_file():
         return None
     gt = {p.problem_id: {item.product_id for item in p.reward} for p in problems}
     seen: dict[tuple[Any, Any], set[str]] = {}  # (problem_id, sample) → ids its searches returned
-    for c in _lines(d / "calls.jsonl"):
+    for c in _objects(read_run_file(calls_file), calls_file):
         ids = c.get("result_product_ids")
         if c.get("kind") != "search" or not isinstance(ids, list):
             continue
         seen.setdefault((c.get("problem_id"), c.get("sample")), set()).update(str(x) for x in ids)
     counts = dict.fromkeys(COUNTS, 0)
     episodes = 0
-    for s in _lines(d / "scores.jsonl"):
+    for s in _objects(list(scores), calls_file.with_name("scores.jsonl")):
         pid, sample = s.get("problem_id"), s.get("sample")
         if pid not in gt:
             continue
         rec = s.get("recommended_ids") or []
         if not isinstance(rec, list):
-            raise DataError(f"{d / 'scores.jsonl'}: recommended_ids of {pid} is not a list")
+            raise DataError(f"{calls_file.with_name('scores.jsonl')}: recommended_ids of {pid} is not a list")
         episodes += 1
         rec_ids, truth = {str(x) for x in rec}, gt[pid]
         found = bool(truth & seen.get((pid, sample), set()))

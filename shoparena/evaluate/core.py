@@ -275,10 +275,11 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
     rates: dict[str, dict[str, float]] = {}
     for m in config.models:
         run_dir = root / "models" / m.label
-        summary, rates[m.label] = _model_summary(_read_scores(run_dir), problems, config.n_samples,
-                                                 config.seed, config.n_resamples)
+        scores = _read_scores(run_dir)
+        summary, rates[m.label] = _model_summary(scores, problems, config.n_samples, config.seed,
+                                                 config.n_resamples)
         models[m.label] = {"uri": m.uri, "run_dir": f"models/{m.label}", **summary, **_run_meta(run_dir),
-                           "choice": choice_summary(run_dir, problems)}
+                           "choice": choice_summary(scores, run_dir / "calls.jsonl", problems)}
     order = [p.problem_id for p in problems if p.bucket in ASR_BUCKETS]
     labels = [m.label for m in config.models]
     pairs = [(labels[0], b) for b in labels[1:]] + [(labels[i - 1], labels[i]) for i in range(2, len(labels))]

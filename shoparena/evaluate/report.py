@@ -277,10 +277,11 @@ def _choice(doc: _Doc, body: dict[str, Any]) -> None:
         c = m.get("choice")
         if c is None:
             continue
-        c, w = _obj(c, f"models.{label}.choice"), f"models.{label}.choice"
-        n = c.get("episodes")
-        rows.append([label, str(n)] + [f"{c.get(k, '?')} ({_maybe(_obj(c.get('rates'), w + '.rates').get(k), '.3f')})"
-                                       for k in ("recommended", "retrieved", "chosen", "passed_over")])
+        w = f"models.{label}.choice"
+        c = _obj(c, w)
+        rates = _obj(c.get("rates"), w + ".rates")
+        rows.append([label, str(c.get("episodes"))] + [f"{c.get(k, '?')} ({_maybe(rates.get(k), '.3f')})"
+                                                       for k in ("recommended", "retrieved", "chosen", "passed_over")])
     if not rows:
         return
     doc.add(_Heading(3, "Retrieval and choice (episodes, share in brackets)"),

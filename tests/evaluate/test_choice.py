@@ -10,6 +10,7 @@ import pytest
 
 from shoparena.errors import DataError
 from shoparena.evaluate.choice import choice_summary
+from shoparena.evaluate.judging import read_run_file
 from shoparena.tasks.types import Problem, RewardItem
 
 
@@ -23,6 +24,11 @@ def _write(d: Path, scores: list[dict], calls: list[dict]) -> Path:
     (d / "scores.jsonl").write_text("".join(json.dumps(s) + "\n" for s in scores))
     (d / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
     return d
+
+
+def _summary(d: Path, problems: list[Problem]) -> dict | None:
+    """As :func:`shoparena.evaluate.core.summarise` calls it: the score rows it read, the run's call log."""
+    return choice_summary(read_run_file(d / "scores.jsonl"), d / "calls.jsonl", problems)
 
 
 def _search(pid: str, sample: int, ids: list[str], kind: str = "search") -> dict:
@@ -42,7 +48,7 @@ def test_counts_follow_each_episodes_own_searches(tmp_path: Path) -> None:
              _search("p2", 1, ["g1"]),                                         # another problem's answer
              {"kind": "inference", "problem_id": "p2", "sample": 1, "result_product_ids": None},
              _search("p2", 1, ["g2"], kind="other")]                           # refused paths do not count
-    got = choice_summary(_write(tmp_path / "run", scores, calls), problems)
+    got = _summary(_write(tmp_path / "run", scores, calls), problems)
     assert got == {"episodes": 4, "recommended": 3, "retrieved": 3, "chosen": 2, "passed_over": 1,
                    "rates": {"recommended": 0.75, "retrieved": 0.75, "chosen": 0.5, "passed_over": 0.25}}
 
@@ -52,13 +58,13 @@ def test_no_call_log_no_figures_and_bad_files_refused(tmp_path: Path) -> None:
     d = tmp_path / "run"
     d.mkdir()
     (d / "scores.jsonl").write_text(json.dumps({"problem_id": "p1", "sample": 0, "recommended_ids": []}) + "\n")
-    assert choice_summary(d, problems) is None
+    assert _summary(d, problems) is None
     (d / "calls.jsonl").write_text("{not json\n")
     with pytest.raises(DataError, match=r"calls\.jsonl"):
-        choice_summary(d, problems)
+        _summary(d, problems)
     (d / "calls.jsonl").write_text("[]\n")
     with pytest.raises(DataError, match="not a JSON object"):
-        choice_summary(d, problems)
+        _summary(d, problems)
     _write(d, [{"problem_id": "p1", "sample": 0, "recommended_ids": "g1"}], [])
     with pytest.raises(DataError, match="not a list"):
-        choice_summary(d, problems)
+        _summary(d, problems)
