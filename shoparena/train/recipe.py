@@ -43,7 +43,8 @@ STAGES: dict[str, str] = {
     "kto": "shoparena.train.kto", "grpo": "shoparena.train.grpo",
 }
 """Stage name → module (the recipe's order). kto / grpo are imported lazily."""
-BUILTIN_RECIPES = ("tiny", "cpu-mini", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit", "cpu-mini-teacher", "paper")
+BUILTIN_RECIPES = ("tiny", "cpu-mini", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit",
+                   "cpu-mini-rs", "cpu-mini-teacher", "paper")
 MANIFEST = "manifest.json"
 FORMAT = "shoparena-train/1"
 

@@ -22,7 +22,7 @@ def test_builtin_recipes_load(name: str) -> None:
     assert recipe.name == name and text.startswith("#")
     # stage 1's later legs are SFT only; cpu-mini-teacher is stage 3 alone, continuing the last leg
     only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-freeze": ("sft",),
-            "cpu-mini-fit": ("sft",), "cpu-mini-teacher": ("teacher",)}
+            "cpu-mini-fit": ("sft",), "cpu-mini-rs": ("rs",), "cpu-mini-teacher": ("teacher",)}
     assert recipe.stages == only.get(name, ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
@@ -214,3 +214,14 @@ def test_cpu_mini_fit_is_freeze_with_every_trained_turn_within_the_bases_serving
     from shoparena.llm.models import MODELS
 
     assert fit.sft.turn_tokens == MODELS.get("smollm2-135m").max_new_tokens  # the cap `models prepare` writes
+
+
+def test_cpu_mini_rs_samples_stage_one_as_it_is_evaluated_and_retrains_on_its_rendering() -> None:
+    rs, _ = load_recipe("cpu-mini-rs")
+    fit, _ = load_recipe("cpu-mini-fit")
+    assert rs.base == "runs/gpu/s1fit-lr0.002/model"  # sft-gpu-fit: cpu-mini-fit's rows trained on a GPU
+    assert rs.rs.format() == fit.sft.format() and rs.rs.tools == fit.sft.tools  # trained as stage 1 was rendered
+    assert rs.rs.sampler is not None and rs.rs.sampler.startswith("llamacpp:{model}?dtype=Q8_0")  # served as evaluated
+    assert (rs.rs.agent, rs.rs.timeout_s, rs.rs.temperature) == ("react", 60, 0.9)  # the eval's harness; paper T
+    assert rs.rs.max_problems is None and rs.rs.mix_ratio == 0.5  # every train problem; RS and stage-1 rows 50/50
+    assert rs.rs.seed != fit.sft.seed  # a new data order
