@@ -4,7 +4,7 @@ comparisons (:mod:`shoparena.evaluate`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -115,7 +115,7 @@ def evaluate(
     for c in body["comparisons"]:
         console.print(f"{c['b']} − {c['a']}: {c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
                       f"(bootstrap p {c['p_value']:.3g}; McNemar {c['mcnemar']['b_only']}/{c['mcnemar']['a_only']} "
-                      f"p {c['mcnemar']['p_value']:.3g}; MDD {c['mdd']:.3f})")
+                      f"p {c['mcnemar']['p_value']:.3g}; {_sign(c)}MDD {c['mdd']:.3f})")
     if "judges" in body:
         for label, m in body["models"].items():
             for j, f in m["judges"].items():
@@ -130,3 +130,11 @@ def evaluate(
         if panel:
             console.print(f"judge panel: Fleiss' κ {_opt(panel['fleiss_kappa'])} over {panel['items']} episodes")
     console.print(f"[dim]→ {out}/evaluation.json[/]")
+
+
+def _sign(c: dict[str, Any]) -> str:
+    """The comparison's sign test, when its evaluation.json carries one."""
+    s = c.get("sign")
+    if not isinstance(s, dict):
+        return ""
+    return f"sign test {s['b_better']}/{s['a_better']} p {s['p_value']:.3g}; "

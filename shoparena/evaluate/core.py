@@ -36,6 +36,7 @@ from shoparena.evaluate.stats import (
     mcnemar_exact,
     min_detectable_difference,
     paired_bootstrap,
+    sign_test,
 )
 from shoparena.scoring.metrics import bootstrap_ci, strict_pass
 from shoparena.scoring.types import FIELDS
@@ -263,7 +264,7 @@ def _comparison(a: str, b: str, ra: Mapping[str, float], rb: Mapping[str, float]
     boot = paired_bootstrap(xa, xb, n_resamples=n_resamples, seed=seed)
     mc = mcnemar_exact(majority_success(xa), majority_success(xb))
     return {"a": a, "b": b, "diff": round(boot.diff, 6), "ci": [round(x, 6) for x in boot.ci],
-            "p_value": round(boot.p_value, 6), "mcnemar": mc.to_dict(),
+            "p_value": round(boot.p_value, 6), "mcnemar": mc.to_dict(), "sign": sign_test(xa, xb).to_dict(),
             "mdd": round(min_detectable_difference(xa, xb), 6), "n_problems": boot.n_problems,
             "separable": boot.ci[0] > 0 or boot.ci[1] < 0}
 

@@ -306,14 +306,26 @@ def _comparisons(doc: _Doc, body: dict[str, Any]) -> None:
                      _p(c.get("p_value"), f"{w}.p_value"),
                      f"{mc.get('b_only', '?')} / {mc.get('a_only', '?')}",
                      f"{mc.get('both', '?')} / {mc.get('neither', '?')}",
-                     _p(mc.get("p_value"), f"{w}.mcnemar.p_value"), _f(c.get("mdd"), f"{w}.mdd"),
+                     _p(mc.get("p_value"), f"{w}.mcnemar.p_value"), _sign(c.get("sign"), w),
+                     _f(c.get("mdd"), f"{w}.mdd"),
                      str(c.get("n_problems", "?")), "yes" if c.get("separable") is True else "no"])
     doc.add(_Para("Difference b − a of the per-problem success rates (a is the baseline); percentile bootstrap "
                   "interval and two-sided p over problems; exact McNemar on majority-per-problem success "
-                  "(discordant problems solved by b only / a only); MDD: the difference detectable at α = 0.05 "
-                  "with 80 % power; separable: the interval excludes 0."),
+                  "(discordant problems solved by b only / a only); sign test: problems where b's success rate is "
+                  "higher / where a's is, exact two-sided p over the untied problems (every sample counts, and it "
+                  "stays exact where a bootstrap interval of all-zero rates is the degenerate [0, 0]); MDD: the "
+                  "difference detectable at α = 0.05 with 80 % power; separable: the interval excludes 0."),
             _Table(["b − a", "Diff [95 % CI]", "Bootstrap p", "McNemar b only / a only", "Both / neither",
-                    "McNemar p", "MDD", "Problems", "Separable"], rows))
+                    "McNemar p", "Sign test b / a (p)", "MDD", "Problems", "Separable"], rows))
+
+
+def _sign(x: Any, what: str) -> str:
+    """``b / a (p)`` of a comparison's sign test; "–" for an evaluation.json written before it was recorded."""
+    if x is None:
+        return "–"
+    s = _obj(x, f"{what}.sign")
+    return f"{_num(s.get('b_better'), f'{what}.sign'):.0f} / {_num(s.get('a_better'), f'{what}.sign'):.0f} " \
+           f"({_p(s.get('p_value'), f'{what}.sign.p_value')})"
 
 
 def _judges(doc: _Doc, body: dict[str, Any]) -> None:

@@ -7,6 +7,10 @@ Everything is a pure function of per-problem values, seeded where it resamples:
   correlation is respected) and a two-sided bootstrap p-value;
 - :func:`mcnemar_exact` — the exact (binomial) McNemar test on per-problem success (a problem counts as solved by a
   model when at least half its samples succeed; with one sample, that sample);
+- :func:`sign_test` — the exact sign test on the per-problem success *rates*: problems where b's rate is higher
+  against problems where a's is, ties left out; it uses every sample (a problem one model solves 1 of 4 times and
+  the other never counts), where McNemar's majority rule throws those away, and it stays exact when one model
+  never succeeds (a percentile bootstrap interval of all-zero rates is the degenerate [0, 0]);
 - :func:`min_detectable_difference` — the smallest paired ASR difference a two-sided test at ``alpha`` detects with
   ``power`` at this sample size: ``(z₁₋α/₂ + z_power) · sd(d) / √n`` over the per-problem differences ``d`` (when
   every ``d`` is equal the worst case for success rates, ``sd = √0.5``, is used instead of 0);
@@ -26,8 +30,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Confusion", "McNemar", "PairedDiff", "cohen_kappa", "confusion", "fleiss_kappa", "majority_success",
-    "mcnemar_exact", "min_detectable_difference", "paired_bootstrap",
+    "Confusion", "McNemar", "PairedDiff", "SignTest", "cohen_kappa", "confusion", "fleiss_kappa", "majority_success",
+    "mcnemar_exact", "min_detectable_difference", "paired_bootstrap", "sign_test",
 ]
 
 
@@ -54,6 +58,20 @@ class McNemar:
     b_only: int
     both: int
     neither: int
+    p_value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """Problems where b's success rate is higher (``b_better``), where a's is (``a_better``), equal (``ties``);
+    exact two-sided ``p_value`` over the untied problems."""
+
+    b_better: int
+    a_better: int
+    ties: int
     p_value: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,13 +136,24 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
     a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
     b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
     both = sum(1 for x, y in zip(a, b, strict=True) if x and y)
-    n = a_only + b_only
-    if n == 0:
-        p = 1.0
-    else:
-        k = min(a_only, b_only)
-        p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+    p = _binomial_two_sided(min(a_only, b_only), a_only + b_only)
     return McNemar(a_only=a_only, b_only=b_only, both=both, neither=len(a) - a_only - b_only - both, p_value=p)
+
+
+def _binomial_two_sided(k: int, n: int) -> float:
+    """``min(1, 2·P(X ≤ k))`` for X ~ Binomial(n, ½) (k the smaller count); 1 when ``n`` is 0."""
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def sign_test(a: Sequence[float], b: Sequence[float]) -> SignTest:
+    """Exact sign test on paired per-problem success rates (``a[i]``, ``b[i]``: the same problem): under H0 the
+    untied problems split Binomial(n_untied, ½)."""
+    x, y = _pair(a, b)
+    b_better, a_better = int(np.sum(y > x)), int(np.sum(x > y))
+    return SignTest(b_better=b_better, a_better=a_better, ties=int(x.size) - b_better - a_better,
+                    p_value=_binomial_two_sided(min(a_better, b_better), a_better + b_better))
 
 
 def min_detectable_difference(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05,

@@ -50,6 +50,20 @@ def test_paired_comparison_against_the_baseline(evaluated) -> None:
     assert c["ci"][0] <= c["diff"] <= c["ci"][1]
     assert 0.0 <= c["mcnemar"]["p_value"] <= 1.0 and 0.0 <= c["p_value"] <= 1.0
     assert c["mdd"] > 0
+    # the sign test: problems where each model's success rate is higher, recounted from the stored score rows
+    out, _, _ = evaluated
+    rates = {}
+    for label in ("expert", "policy-random"):
+        per: dict[str, list[bool]] = {}
+        for line in (out / "models" / label / "scores.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            per.setdefault(row["problem_id"], []).append(bool(row["success"]))
+        rates[label] = {p: sum(v) / len(v) for p, v in per.items()}
+    e_rates, r_rates = rates["expert"], rates["policy-random"]
+    s = c["sign"]
+    assert s["a_better"] == sum(1 for p in e_rates if e_rates[p] > r_rates[p])
+    assert s["b_better"] == sum(1 for p in e_rates if r_rates[p] > e_rates[p])
+    assert s["b_better"] + s["a_better"] + s["ties"] == c["n_problems"] and 0.0 < s["p_value"] <= 1.0
 
 
 def test_summary_is_a_pure_function_of_the_stored_runs(evaluated) -> None:

@@ -138,11 +138,27 @@ def test_table_has_one_row_per_model_with_asr_and_ci(rendered) -> None:
             assert f"{b['asr']:.3f} [{b['ci'][0]:.3f}, {b['ci'][1]:.3f}]" in row
     c = body["comparisons"][0]
     assert f"{c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]" in md.read_text(encoding="utf-8")
+    sign = c["sign"]
+    assert f"| {sign['b_better']} / {sign['a_better']} ({sign['p_value']:.3g}) |" in md.read_text(encoding="utf-8")
     assert "Retrieval and choice" in md.read_text(encoding="utf-8")
     for label, m in body["models"].items():  # the choice figures' row, counts with their shares
         ch = m["choice"]
         assert (f"| {label} | {ch['episodes']} | {ch['recommended']} ({ch['rates']['recommended']:.3f}) | "
                 f"{ch['retrieved']} ({ch['rates']['retrieved']:.3f}) |") in md.read_text(encoding="utf-8")
+
+
+def test_an_evaluation_written_before_the_sign_test_still_renders(evaluated, tmp_path: Path) -> None:
+    out, body = evaluated
+    old = json.loads(json.dumps(body))
+    for c in old["comparisons"]:
+        del c["sign"]
+    md, _ = write_report(_copy_eval(out, tmp_path / "old", old))
+    row = next(line for line in md.read_text(encoding="utf-8").splitlines() if line.startswith("| policy-random − "))
+    assert "| – |" in row  # the column says it was not recorded, nothing invented
+    bad = json.loads(json.dumps(body))
+    bad["comparisons"][0]["sign"] = {"b_better": "x", "a_better": 0, "p_value": 1.0}
+    with pytest.raises(DataError):
+        write_report(_copy_eval(out, tmp_path / "bad", bad))
 
 
 def test_html_is_self_contained(rendered) -> None:

@@ -14,6 +14,7 @@ from shoparena.evaluate.stats import (
     mcnemar_exact,
     min_detectable_difference,
     paired_bootstrap,
+    sign_test,
 )
 
 
@@ -31,6 +32,28 @@ def test_mcnemar_without_discordant_pairs_is_one() -> None:
     assert mcnemar_exact([True, False], [True, False]).p_value == 1.0
     # 0 vs 5 discordant: 2·(1/32) = 0.0625
     assert mcnemar_exact([False] * 5, [True] * 5).p_value == pytest.approx(0.0625)
+
+
+def test_sign_test_counts_every_sample_where_mcnemar_majority_does_not() -> None:
+    # 8 problems b solves 1–2 times in 4 and a never; 61 both fail: McNemar's majority rule sees 0/0 discordant
+    # pairs on the 1-in-4 problems, the sign test sees 8 to 0: p = 2·(1/2^8) = 0.0078125
+    a = [0.0] * 69
+    b = [0.25] * 6 + [0.5] * 2 + [0.0] * 61
+    s = sign_test(a, b)
+    assert (s.b_better, s.a_better, s.ties) == (8, 0, 61)
+    assert s.p_value == pytest.approx(2 / 2 ** 8)
+    m = mcnemar_exact(majority_success(a), majority_success(b))
+    assert (m.b_only, m.a_only) == (2, 0) and m.p_value == pytest.approx(0.5)
+    assert sign_test(b, a).p_value == s.p_value and sign_test(b, a).a_better == 8  # symmetric
+    # hand-computed two-sided tail: 1 vs 6 untied → 2·(C(7,0)+C(7,1))/2^7
+    assert sign_test([0.5] + [0.0] * 6 + [1.0], [0.0] + [0.75] * 6 + [1.0]).p_value == pytest.approx(0.125)
+
+
+def test_sign_test_without_untied_problems_is_one() -> None:
+    s = sign_test([0.0, 0.5, 1.0], [0.0, 0.5, 1.0])
+    assert (s.b_better, s.a_better, s.ties, s.p_value) == (0, 0, 3, 1.0)
+    with pytest.raises(ValueError):
+        sign_test([0.0], [0.0, 1.0])
 
 
 def test_majority_success_counts_half_as_solved() -> None:
