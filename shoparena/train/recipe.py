@@ -186,7 +186,8 @@ def _base_model(recipe: Recipe, out: Path) -> Path:
     path = Path(recipe.base.removeprefix("hf:")).expanduser()
     if not (path / "config.json").is_file():
         raise NotFoundError(f"recipe base {recipe.base!r}: no checkpoint there (config.json missing)",
-                            hint="prepare one with `shoparena models prepare smollm2-135m --out DIR`")
+                            hint="pass --base DIR, or make it: `shoparena models prepare smollm2-135m --out DIR` for "
+                                 "the base, or the run whose stage this recipe continues (see its header)")
     return path
 
 
