@@ -42,7 +42,7 @@ def test_every_model_has_figures_with_intervals(evaluated) -> None:
 
 
 def test_paired_comparison_against_the_baseline(evaluated) -> None:
-    _, body, _ = evaluated
+    out, body, _ = evaluated
     [c] = body["comparisons"]
     assert (c["a"], c["b"]) == ("expert", "policy-random")
     e, r = body["models"]["expert"]["asr"], body["models"]["policy-random"]["asr"]
@@ -51,7 +51,6 @@ def test_paired_comparison_against_the_baseline(evaluated) -> None:
     assert 0.0 <= c["mcnemar"]["p_value"] <= 1.0 and 0.0 <= c["p_value"] <= 1.0
     assert c["mdd"] > 0
     # the sign test: problems where each model's success rate is higher, recounted from the stored score rows
-    out, _, _ = evaluated
     rates = {}
     for label in ("expert", "policy-random"):
         per: dict[str, list[bool]] = {}
