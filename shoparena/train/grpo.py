@@ -11,6 +11,8 @@ Dr. GRPO is ``loss_type="dr_grpo"`` + ``scale_rewards="none"`` (no group-std sca
 learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the TRL config and is what the config
 test pins (bug #12). LoRA (r 16, all linear layers by default) with the adapter-disabled model as the reference;
 the adapter is merged into ``out_dir/model``; checkpoints under ``out_dir/checkpoints`` for ``resume``.
+Episodes see what the served checkpoint sees: its compaction of tool results, and (``system="harness"``) the
+harness's system turn; ``tools`` keeps one tool profile of the rows.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from shoparena.errors import ConfigError
+from shoparena.errors import ConfigError, DataError
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult
 
 __all__ = ["GRPOConfig", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
@@ -50,6 +52,11 @@ class GRPOConfig(StageConfig):
     w: float = Field(0.5, ge=0, le=1)
     """Weight of the mean step tool-match in the reward."""
     lora: LoraConfig | None = Field(default_factory=lambda: LoraConfig(r=16, alpha=32, dropout=0.0))
+    system: Literal["row", "harness"] = "row"
+    """``harness``: episodes are prompted behind the harness's native system turn, as ``react`` episodes are (SFT's
+    ``system``); tool results are always shown compacted as the input checkpoint was trained and is served."""
+    tools: tuple[str, ...] | None = None
+    """Only rows that offer exactly these tools (SFT's ``tools``)."""
     # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 
     @model_validator(mode="after")
@@ -139,7 +146,15 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     out_dir.mkdir(parents=True, exist_ok=True)
     if not Path(catalog_dir).is_dir():
         raise ConfigError(f"no catalog at {catalog_dir}", hint="pass the catalog the corpus was built on")
-    env = RolloutEnv(list(grpo_rows), Path(catalog_dir), max_turns=config.max_turns)
+    from shoparena.llm.compact import read_compact
+    from shoparena.train.sft import in_profile
+
+    rows, off_profile = in_profile(list(grpo_rows), config.tools)
+    if off_profile and not rows:
+        raise DataError(f"no GRPO row offers exactly the tools {list(config.tools or ())}",
+                        hint="the recipe's grpo.tools must be a tool profile of the corpus's rows")
+    env = RolloutEnv(rows, Path(catalog_dir), max_turns=config.max_turns, system=config.system,
+                     compact=read_compact(Path(model_dir)))
     model, tokenizer = load_model(model_dir)
     episodes: list[dict[str, Any]] = []
     dataset = Dataset.from_list([{"prompt": row["prompt"]} for row in env.rows.values()])
@@ -152,6 +167,7 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     trainer.train(resume_from_checkpoint=resumed)
     log = trainer.state.log_history
     metrics: dict[str, Any] = {"prompts": len(env.rows), "duplicate_prompts_dropped": env.duplicates,
+                               "off_profile": off_profile,
                                **loss_metrics(log), **loss_metrics(log, "reward"), **loss_metrics(log, "reward_std"),
                                **loss_metrics(log, "frac_reward_zero_std")}
     if episodes:

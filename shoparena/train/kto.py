@@ -5,7 +5,9 @@ Input: the corpus's ``kto.jsonl`` rows — unpaired ``prompt`` (every message be
 successful agentic trace, undesirable = a turn of a failed or sub-task trace), ``tools`` as a JSON string.
 :func:`kto_rows` checks them and :func:`class_weights` turns the class balance into TRL's
 ``desirable_weight`` / ``undesirable_weight`` (the minority class up-weighted so ``λ_D·n_D = λ_U·n_U``, inside
-TRL's recommended ``[1, 4/3]`` ratio).
+TRL's recommended ``[1, 4/3]`` ratio). A recipe may keep one tool profile (``tools``), fit every assistant turn
+to the serving cap as SFT does (``turn_tokens``, :func:`fit_kto_turns`) and take a seeded, label-balanced
+subsample (``max_rows``, :func:`balanced_subsample`) — how ``cpu-mini-kto`` fits a CPU's budget.
 
 Training: TRL ``KTOTrainer`` with a PEFT LoRA on q/k/v/o (r 16; the reference is the adapter-disabled model, so
 the input checkpoint must already hold the previous stage's merged weights), ``use_cpu`` / fp32 on a CPU,
@@ -32,8 +34,8 @@ from pydantic import Field
 from shoparena.errors import DataError
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult
 
-__all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "class_weights", "emission_stop", "fitting_rows", "kto_rows",
-           "probe_prompts", "train_kto"]
+__all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "balanced_subsample", "class_weights", "emission_stop",
+           "fit_kto_turns", "fitting_rows", "kto_rows", "probe_prompts", "train_kto"]
 
 ATTENTION_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 RECOMMEND = "recommend_product"
@@ -64,6 +66,15 @@ class KTOConfig(StageConfig):
     probe_top_p: float = Field(0.95, gt=0.0, le=1.0)
     system: Literal["row", "harness"] = "row"
     """``harness``: prompts without a system turn get the harness's native one (as SFT's ``system``)."""
+    tools: tuple[str, ...] | None = None
+    """Only rows that offer exactly these tools (SFT's ``tools``: the profile the input checkpoint was trained on)."""
+    turn_tokens: int | None = Field(None, ge=16)
+    """The serving cap per turn (SFT's ``turn_tokens``): every assistant turn of a row, the prompt's and the judged
+    one, has its reasoning shortened until it fits (:func:`~shoparena.train.format.fit_turns`); a row whose judged
+    turn cannot fit is left out (the model could never emit it when served)."""
+    max_rows: int | None = Field(None, ge=2)
+    """A seeded subsample of at most this many rows, half of each label where both have enough (a CPU budget);
+    ``None``: every row."""
 
 
 def kto_rows(rows: Iterable[dict[str, Any]], *, system: str = "row", compact: Any = None) -> list[dict[str, Any]]:
@@ -96,15 +107,59 @@ def kto_rows(rows: Iterable[dict[str, Any]], *, system: str = "row", compact: An
 
 
 def fitting_rows(rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int) -> list[dict[str, Any]]:
-    """The rows whose rendered prompt (with the generation prompt) is shorter than ``max_length`` tokens: TRL drops
-    the others (no completion token would survive truncation), so the class balance is taken over these."""
+    """The rows whose whole rendering — prompt with the generation prompt, then the judged turn to its end of turn —
+    is at most ``max_length`` tokens. TRL cuts a longer sequence from the right, which would train a turn without
+    its tool call or end of turn (or no completion token at all), so such rows are left out and the class balance is
+    taken over the rest."""
     kept = []
     for row in rows:
         tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
-        text = tokenizer.apply_chat_template(row["prompt"], tools=tools, tokenize=False, add_generation_prompt=True)
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) < max_length:
+        text = tokenizer.apply_chat_template([*row["prompt"], *row["completion"]], tools=tools, tokenize=False)
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_length:
             kept.append(row)
     return kept
+
+
+def fit_kto_turns(rows: Sequence[dict[str, Any]], tokenizer: Any, turn_tokens: int, *, system: str = "row",
+                  compact: Any = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``rows`` (raw ``kto.jsonl`` rows) with every assistant turn fitted to ``turn_tokens`` as SFT fits them
+    (prompt turns included: they are the model's own turns when it is served), and the counts ``turns_shortened``,
+    ``dropped_turn_too_long`` (the judged turn cannot fit) and ``dropped_unrenderable``."""
+    from shoparena.train.format import FormatConfig, fit_turns
+
+    config = FormatConfig(max_length=1 << 20, compact=compact, system=system, turn_tokens=turn_tokens)
+    kept: list[dict[str, Any]] = []
+    counts = {"turns_shortened": 0, "dropped_turn_too_long": 0, "dropped_unrenderable": 0}
+    for row in rows:
+        messages = [*row["prompt"], *row["completion"]]
+        try:
+            fitted, _, shortened, hopeless = fit_turns(tokenizer, messages, row.get("tools"), config)
+        except DataError:
+            counts["dropped_unrenderable"] += 1
+            continue
+        n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+        if n_assistant - 1 in hopeless:
+            counts["dropped_turn_too_long"] += 1
+            continue
+        counts["turns_shortened"] += shortened
+        kept.append({**row, "prompt": fitted[:-1], "completion": fitted[-1:]})
+    return kept, counts
+
+
+def balanced_subsample(rows: Sequence[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
+    """At most ``n`` rows, drawn with ``seed``: half of each label (the rest from the other label when one has
+    fewer), in their original order."""
+    import random
+
+    if len(rows) <= n:
+        return list(rows)
+    by_label = {label: [i for i, r in enumerate(rows) if bool(r["label"]) is label] for label in (True, False)}
+    small = min(by_label.values(), key=len)
+    take_small = min(len(small), n // 2)
+    other = by_label[True] if small is by_label[False] else by_label[False]
+    rng = random.Random(seed)
+    chosen = rng.sample(small, take_small) + rng.sample(other, min(len(other), n - take_small))
+    return [rows[i] for i in sorted(chosen)]
 
 
 def class_weights(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -239,13 +294,27 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     out_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model(model_dir)
     from shoparena.llm.compact import read_compact
+    from shoparena.train.sft import in_profile
 
-    given = kto_rows(kto_rows_in, system=config.system, compact=read_compact(Path(model_dir)))
+    compact = read_compact(Path(model_dir))
+    raw, off_profile = in_profile(list(kto_rows_in), config.tools)
+    if off_profile and not raw:
+        raise DataError(f"no KTO row offers exactly the tools {list(config.tools or ())}",
+                        hint="the recipe's kto.tools must be a tool profile of the corpus's rows")
+    prep: dict[str, Any] = {"off_profile": off_profile}
+    if config.turn_tokens is not None:
+        raw, fit_counts = fit_kto_turns(raw, tokenizer, config.turn_tokens, system=config.system, compact=compact)
+        prep.update(fit_counts)
+    given = kto_rows(raw, system=config.system, compact=compact)
     rows = fitting_rows(given, tokenizer, config.max_length)
     if not rows:
-        raise DataError(f"every KTO prompt is at least max_length={config.max_length} tokens long",
+        raise DataError(f"no KTO row fits in max_length={config.max_length} tokens",
                         hint="raise max_length (the recipe uses 14336)")
-    balance = {**class_weights(rows), "rows": len(rows), "dropped_too_long": len(given) - len(rows)}
+    prep["dropped_too_long"] = len(given) - len(rows)
+    if config.max_rows is not None:
+        rows = balanced_subsample(rows, config.max_rows, config.seed)
+        prep["subsampled_from"] = len(given) - prep["dropped_too_long"]
+    balance = {**class_weights(rows), "rows": len(rows), **prep}
     d_w = config.desirable_weight or balance["desirable_weight"]
     u_w = config.undesirable_weight or balance["undesirable_weight"]
     probes = probe_prompts(rows, config.probe_size)

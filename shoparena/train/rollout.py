@@ -4,12 +4,14 @@
 gateway serves), the strict rule scorer, and the GRPO rows by prompt. :func:`run_token_episode` plays one episode
 of one row with a model (:func:`run_token_episodes` plays several in lockstep, one batched ``generate`` per turn):
 
-1. the prompt is the row's ``prompt`` + ``tools`` through the tokenizer's chat template (generation prompt on);
+1. the prompt is the row's ``prompt`` + ``tools`` through the tokenizer's chat template (generation prompt on),
+   behind the harness's system turn when the env's ``system`` is ``harness`` (as a ``react`` episode is prompted);
 2. each turn samples with ``model.generate`` under ``torch.no_grad()`` with the model in ``eval()`` mode
    (asserted: ``training.md`` §7 bug #2); the sampled ids are appended as they are (env_mask 1);
 3. the decoded turn is parsed (:func:`~shoparena.llm.hf_backend.completion_to_message`) and fed to the
    environment's own episode loop (:class:`~shoparena.env.runner.EpisodeLoop`, profile ``upstream4``, native
-   protocol) which executes the calls and records the step; its tool messages are rendered **once** into the
+   protocol) which executes the calls and records the step; its tool messages, compacted with the env's
+   ``compact`` (the checkpoint's observation rendering, as its backend serves it), are rendered **once** into the
    template's suffix (the text between the end-of-turn token and the next assistant header) and appended
    (env_mask 0). The history is never re-encoded (bug #6); each turn asserts that the model's input is exactly
    ``prompt_ids + completion_ids``;
@@ -83,7 +85,7 @@ class TokenEpisode:
     steps: list[list[dict[str, Any]] | None] = field(default_factory=list)
     """Per assistant turn, its calls ``[{"name", "arguments"}]``; None for an unparseable turn."""
     observations: list[list[dict[str, Any]]] = field(default_factory=list)
-    """Per appended tool-result span, the environment's tool messages it renders."""
+    """Per appended tool-result span, the environment's tool messages it renders (compacted as the model saw them)."""
     outcome: float = 0.0
     tool_match: float = 0.0
     reward: float = 0.0
@@ -94,7 +96,8 @@ class TokenEpisode:
 class RolloutEnv:
     """The environment side of stage 5 for a set of GRPO rows (``grpo.jsonl``) over one catalog."""
 
-    def __init__(self, rows: Sequence[dict[str, Any]], catalog_dir: Path, *, max_turns: int = 25) -> None:
+    def __init__(self, rows: Sequence[dict[str, Any]], catalog_dir: Path, *, max_turns: int = 25,
+                 system: str = "row", compact: Any = None) -> None:
         from shoparena.catalog.directory import index_path
         from shoparena.catalog.index import SearchIndex
         from shoparena.catalog.search import SearchService
@@ -105,6 +108,11 @@ class RolloutEnv:
         self.search = SearchService(index, flavor=SEARCH_FLAVOR)
         self.scorer = Scorer(index, mode="strict")
         self.max_turns = max_turns
+        self.system = system
+        """``harness``: prompts without a system turn get the harness's native one, as every ``react`` episode."""
+        self.compact = compact
+        """The model's :class:`~shoparena.llm.compact.CompactConfig`: tool results are shown to it compacted, as
+        its backend serves it (the environment keeps them whole)."""
         self.rows: dict[str, dict[str, Any]] = {}
         self.duplicates = 0
         for n, row in enumerate(rows):
@@ -174,7 +182,10 @@ class _Player:
         self.problem = env.problem(row)
         self.loop = EpisodeLoop(self.problem, env.search, resolve_config(protocol="native", profile="upstream4",
                                                                          max_steps=env.max_turns))
-        self.ep = TokenEpisode(prompt_ids=render_prompt_ids(tokenizer, row["prompt"], row.get("tools")))
+        from shoparena.train.format import with_system
+
+        self.ep = TokenEpisode(prompt_ids=render_prompt_ids(tokenizer, with_system(row["prompt"], env.system),
+                                                            row.get("tools")))
         self.done = False
         self._context: list[int] = []
 
@@ -216,7 +227,10 @@ class _Player:
         stop_call = next((c["name"] for c in calls if c["name"] in STOP_CALLS), None)
         if stop_call is not None:
             return self._stop(stop_call)
-        tool_messages = [m for m in self.loop.native[before:] if m["role"] == "tool"]
+        from shoparena.llm.compact import compact_messages
+
+        tool_messages = compact_messages([m for m in self.loop.native[before:] if m["role"] == "tool"],
+                                         self.env.compact)
         suffix = tool_suffix_ids(self.tokenizer, tool_messages)
         if len(ep.completion_ids) + len(suffix) >= self.max_len:
             return self._stop("length")

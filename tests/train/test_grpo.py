@@ -84,6 +84,38 @@ def test_env_mask_masks_exactly_the_tool_results(overfit_model: Path, rl_world: 
         assert first["role"] == "tool" and isinstance(json.loads(first["content"]), (list, dict, str))
 
 
+def test_episodes_see_the_served_rendering_system_turn_and_compacted_results(overfit_model: Path,
+                                                                             rl_world: RLWorld) -> None:
+    """A checkpoint trained under the harness's system turn and a compaction is rolled out as it is served: the
+    prompt carries the system turn, every tool span renders the compacted observation; the environment keeps the
+    whole results (the same greedy calls reach the same recommendation and reward)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from shoparena.env.prompts import NATIVE
+    from shoparena.llm.compact import CompactConfig
+    from shoparena.train.format import with_system
+    from shoparena.train.rollout import render_prompt_ids
+
+    rows = rl_world.rows("grpo_train")
+    tok = AutoTokenizer.from_pretrained(overfit_model)
+    model = AutoModelForCausalLM.from_pretrained(overfit_model).eval()
+    compact = CompactConfig(max_items=1, max_chars=120)
+    greedy = {**EPISODE, "temperature": 0.0}
+    served = RolloutEnv(rows, rl_world.catalog, max_turns=4, compact=compact)
+    ep = run_token_episode(model, tok, served, rows[0], **greedy)
+    observed = [m for obs in ep.observations for m in obs]
+    assert observed and all(len(m["content"]) <= 120 for m in observed)
+    tool_spans = [ids for bit, ids in _spans(ep.completion_ids, ep.env_mask) if bit == 0]
+    assert tool_spans == [tool_suffix_ids(tok, obs) for obs in ep.observations]
+    plain = run_token_episode(model, tok, RolloutEnv(rows, rl_world.catalog, max_turns=4), rows[0], **greedy)
+    assert max(len(m["content"]) for obs in plain.observations for m in obs) > 120  # whole results by default
+    assert NATIVE not in tok.decode(plain.prompt_ids)
+    harness = RolloutEnv(rows, rl_world.catalog, max_turns=1, system="harness", compact=compact)
+    first = run_token_episode(model, tok, harness, rows[0], **greedy)
+    assert first.prompt_ids == render_prompt_ids(tok, with_system(rows[0]["prompt"], "harness"), rows[0]["tools"])
+    assert NATIVE in tok.decode(first.prompt_ids)
+
+
 def test_rewards_vary_across_k_rollouts(overfit_model: Path, rl_world: RLWorld) -> None:
     episodes, _, row, _ = _episodes(overfit_model, rl_world, 8)
     rewards = [e.reward for e in episodes]

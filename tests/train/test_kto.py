@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
@@ -16,8 +16,11 @@ from shoparena.train.kto import (
     ATTENTION_TARGETS,
     EmissionProbe,
     KTOConfig,
+    balanced_subsample,
     class_weights,
     emission_stop,
+    fit_kto_turns,
+    fitting_rows,
     kto_rows,
     probe_prompts,
     train_kto,
@@ -84,6 +87,69 @@ def test_bad_rows_are_one_clear_error(rl_world: RLWorld) -> None:
         kto_rows([{**row, "completion": row["prompt"]}])
     with pytest.raises(DataError, match="both labels"):
         class_weights([r for r in kto_rows(rl_world.rows("kto_train")) if r["label"]])
+
+
+def test_balanced_subsample_is_seeded_half_and_half_in_order() -> None:
+    rows = [{"id": i, "label": i % 5 == 0} for i in range(40)]  # 8 desirable, 32 undesirable
+    a = balanced_subsample(rows, 10, seed=3)
+    assert a == balanced_subsample(rows, 10, seed=3) and a != balanced_subsample(rows, 10, seed=4)
+    assert sum(r["label"] for r in a) == 5 and len(a) == 10
+    assert [r["id"] for r in a] == sorted(r["id"] for r in a)  # original order kept
+    short = balanced_subsample(rows, 20, seed=0)  # the minority runs out: the rest from the majority
+    assert sum(r["label"] for r in short) == 8 and len(short) == 20
+    assert balanced_subsample(rows, 40, seed=0) == rows
+
+
+def test_fitting_rows_keeps_a_row_only_when_its_judged_turn_fits_whole(rl_world: RLWorld,
+                                                                        tiny_tokenizer: Any) -> None:
+    """TRL cuts a too-long sequence from the right: a row counts only if prompt + the whole judged turn fit."""
+    tok = tiny_tokenizer
+    row = kto_rows(rl_world.rows("kto_train"))[0]
+    tools = json.loads(row["tools"])
+    whole = len(tok(tok.apply_chat_template([*row["prompt"], *row["completion"]], tools=tools, tokenize=False),
+                    add_special_tokens=False)["input_ids"])
+    prompt = len(tok(tok.apply_chat_template(row["prompt"], tools=tools, tokenize=False, add_generation_prompt=True),
+                     add_special_tokens=False)["input_ids"])
+    assert prompt < whole
+    assert fitting_rows([row], tok, whole) == [row]
+    assert fitting_rows([row], tok, whole - 1) == []  # the prompt alone would fit: not enough
+    assert fitting_rows([row], tok, prompt + 1) == []
+
+
+def test_turn_budget_fits_prompt_and_judged_turns_and_drops_what_cannot_fit(rl_world: RLWorld,
+                                                                            tiny_tokenizer: Any) -> None:
+    from shoparena.train.format import ELISION, FormatConfig, _runs, render_sample
+
+    tok = tiny_tokenizer
+    raw = [r for r in rl_world.rows("kto_train")
+           if len(r["completion"][0].get("reasoning_content") or "") > 200]
+    assert raw
+    lengths = [b - a for r in raw
+               for a, b in _runs(render_sample(tok, [*r["prompt"], *r["completion"]], r["tools"]).assistant_masks)]
+    budget = sorted(lengths)[len(lengths) // 2]
+    fitted, counts = fit_kto_turns(raw, tok, budget)
+    assert counts["turns_shortened"] >= 1 and fitted
+    # a row is kept or counted out (a fit that does not converge is "unrenderable", as in SFT's encode_rows)
+    assert len(fitted) + counts["dropped_turn_too_long"] + counts["dropped_unrenderable"] == len(raw)
+    for row in fitted:
+        given = next(r for r in raw if r["id"] == row["id"])
+        assert len(row["prompt"]) == len(given["prompt"]) and len(row["completion"]) == 1
+        sample = render_sample(tok, [*row["prompt"], *row["completion"]], row["tools"])
+        assert [b - a for a, b in _runs(sample.assistant_masks)][-1] <= budget  # the judged turn fits
+        if row["completion"] != given["completion"]:
+            assert ELISION in row["completion"][0]["reasoning_content"]
+            assert row["completion"][0]["tool_calls"] == given["completion"][0].get("tool_calls")
+    # a budget no tool call fits in: every row is left out, counted
+    none, counts = fit_kto_turns(raw, tok, 16)
+    assert none == [] and counts["dropped_turn_too_long"] + counts["dropped_unrenderable"] == len(raw)
+    assert counts["dropped_turn_too_long"] >= 1
+    assert FormatConfig(turn_tokens=budget).turn_tokens == budget
+
+
+def test_a_tool_profile_no_row_offers_is_one_clear_error(tiny_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="no KTO row offers exactly the tools"):
+        train_kto(tiny_model, rl_world.rows("kto_train"), KTOConfig(**FAST, tools=("terminate",)), tmp_path / "k",
+                  rate_fn=lambda m: 1.0)
 
 
 def test_probe_set_is_the_recommend_points(rl_world: RLWorld) -> None:

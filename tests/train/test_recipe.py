@@ -22,7 +22,8 @@ def test_builtin_recipes_load(name: str) -> None:
     assert recipe.name == name and text.startswith("#")
     # stage 1's later legs are SFT only; cpu-mini-teacher is stage 3 alone, continuing the last leg
     only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-freeze": ("sft",),
-            "cpu-mini-fit": ("sft",), "cpu-mini-rs": ("rs",), "cpu-mini-teacher": ("teacher",)}
+            "cpu-mini-fit": ("sft",), "cpu-mini-rs": ("rs",), "cpu-mini-teacher": ("teacher",),
+            "cpu-mini-kto": ("kto",), "cpu-mini-grpo": ("grpo",)}
     assert recipe.stages == only.get(name, ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
@@ -225,3 +226,34 @@ def test_cpu_mini_rs_samples_stage_one_as_it_is_evaluated_and_retrains_on_its_re
     assert (rs.rs.agent, rs.rs.timeout_s, rs.rs.temperature) == ("react", 60, 0.9)  # the eval's harness; paper T
     assert rs.rs.max_problems is None and rs.rs.mix_ratio == 0.5  # every train problem; RS and stage-1 rows 50/50
     assert rs.rs.seed != fit.sft.seed  # a new data order
+
+
+def test_cpu_mini_kto_renders_rows_as_stage_one_was_trained_and_keeps_the_papers_rule() -> None:
+    """training.md §3 row 4: β 0.02, LoRA r16 on q/k/v/o, the emission-rate stop below 0.9; the CPU recipe keeps
+    those and renders its rows as stage 1 (sft-gpu-fit, cpu-mini-fit's rendering) was trained."""
+    from shoparena.train.kto import ATTENTION_TARGETS, KTOConfig
+
+    recipe, _ = load_recipe("cpu-mini-kto")
+    fit, _ = load_recipe("cpu-mini-fit")
+    kto = KTOConfig.model_validate(recipe.kto)
+    assert recipe.base == "runs/gpu/s1fit-lr0.002/model"
+    assert kto.beta == 0.02 and kto.probe_threshold == 0.9 and kto.loss_type == "kto"
+    assert kto.lora is not None and kto.lora.r == 16 and tuple(kto.lora.target_modules) == ATTENTION_TARGETS
+    assert (kto.system, kto.turn_tokens, kto.tools) == (fit.sft.system, fit.sft.turn_tokens, fit.sft.tools)
+    assert kto.max_rows is not None and kto.max_rows % kto.batch_size == 0
+
+
+def test_cpu_mini_grpo_is_dr_grpo_over_the_served_rendering() -> None:
+    """training.md §3 row 5: dr_grpo, no reward scaling, β 0.2, w 0.5, T 1.0; the CPU recipe continues stage 4 and
+    rolls out as the checkpoint is served (system turn, tool profile, the serving cap per turn)."""
+    from shoparena.llm.models import MODELS
+    from shoparena.train.grpo import GRPOConfig
+
+    recipe, _ = load_recipe("cpu-mini-grpo")
+    fit, _ = load_recipe("cpu-mini-fit")
+    grpo = GRPOConfig.model_validate(recipe.grpo)
+    assert recipe.base == "runs/cpu-mini-kto/kto/model"  # stage 5 continues stage 4
+    assert (grpo.loss_type, grpo.scale_rewards, grpo.beta, grpo.w, grpo.temperature) == ("dr_grpo", "none", 0.2,
+                                                                                          0.5, 1.0)
+    assert (grpo.system, grpo.tools) == (fit.sft.system, fit.sft.tools)
+    assert grpo.turn_max_tokens == MODELS.get("smollm2-135m").max_new_tokens
