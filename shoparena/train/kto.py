@@ -238,6 +238,7 @@ def emission_stop(rate_fn: Callable[[Any], float], *, every: int, threshold: flo
     """The early-stop ``TrainerCallback`` (built here so this module imports without transformers): every ``every``
     steps, ``rate_fn(model)`` under ``eval()`` + ``no_grad`` (train mode restored), then
     ``control.should_training_stop`` when the rate is below ``threshold``. ``.history`` holds ``(step, rate)``,
+    starting with ``(0, rate)`` of the input checkpoint on a fresh run (measured before the first update, never a stop);
     ``.stopped_at`` the step it stopped at (None: never)."""
     import torch
     from transformers import TrainerCallback
@@ -247,17 +248,28 @@ def emission_stop(rate_fn: Callable[[Any], float], *, every: int, threshold: flo
             self.history: list[tuple[int, float]] = []
             self.stopped_at: int | None = None
 
-        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> Any:
-            if model is None or state.global_step % every:
-                return control
+        def _rate(self, model: Any) -> float:
             was_training = model.training
             model.eval()
             try:
                 with torch.no_grad():
-                    rate = float(rate_fn(model))
+                    return float(rate_fn(model))
             finally:
                 if was_training:
                     model.train()
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> Any:
+            # the input checkpoint's own rate (before the first update of a fresh run; a resumed run's first step
+            # is past 0): recorded, never a stop, so a reader can tell a drop KTO caused from a rate that was low
+            # before it (on_train_begin runs before the Trainer loads a resumed state, so it cannot tell)
+            if model is not None and state.global_step == 0 and not self.history:
+                self.history.append((0, self._rate(model)))
+            return control
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> Any:
+            if model is None or state.global_step % every:
+                return control
+            rate = self._rate(model)
             self.history.append((state.global_step, rate))
             if rate < threshold:
                 self.stopped_at = state.global_step

@@ -175,12 +175,18 @@ def test_early_stop_fires_only_below_threshold(tiny_model: Path, rate: float, fi
         return rate
 
     cb = emission_stop(rate_fn, every=2, threshold=0.9)
+    begin = cb.on_step_begin(None, TrainerState(global_step=0), TrainerControl(), model=model)
+    assert not begin.should_training_stop  # the input's own rate is a baseline, never a stop
     for step in (1, 2):
+        cb.on_step_begin(None, TrainerState(global_step=step - 1), TrainerControl(), model=model)
         control = cb.on_step_end(None, TrainerState(global_step=step), TrainerControl(), model=model)
-    assert seen == [False]  # probed once (step 2), in eval mode without gradients
+    assert seen == [False, False]  # the baseline and step 2, in eval mode without gradients
     assert model.training  # train mode restored
     assert control.should_training_stop is fires
-    assert cb.history == [(2, rate)] and cb.stopped_at == (2 if fires else None)
+    assert cb.history == [(0, rate), (2, rate)] and cb.stopped_at == (2 if fires else None)
+    resumed = emission_stop(rate_fn, every=2, threshold=0.9)  # a resumed run starts past step 0: no baseline
+    resumed.on_step_begin(None, TrainerState(global_step=2), TrainerControl(), model=model)
+    assert resumed.history == [] and len(seen) == 2
 
 
 def test_real_sampler_counts_recommend_calls(tiny_model: Path, overfit_model: Path, rl_world: RLWorld) -> None:
@@ -204,7 +210,7 @@ def test_train_kto_finite_loss_merged_model_and_resume(tiny_model: Path, rl_worl
     full = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "full", rate_fn=lambda m: 1.0)
     assert full.steps == 4
     m = full.metrics
-    assert m["loss_finite"] and m["emission_rate"] == [[2, 1.0], [4, 1.0]] and m["early_stopped_at"] is None
+    assert m["loss_finite"] and m["emission_rate"] == [[0, 1.0], [2, 1.0], [4, 1.0]] and m["early_stopped_at"] is None
     assert m["rows"] + m["dropped_too_long"] == len(rows) and m["desirable"] and m["undesirable"]
     assert full.tokens_trained > 0
     stage = json.loads((tmp_path / "full" / "stage.json").read_text())
@@ -216,9 +222,10 @@ def test_train_kto_finite_loss_merged_model_and_resume(tiny_model: Path, rl_worl
     # interrupted after the step-2 checkpoint (the early stop stands in for a kill), then resumed
     part = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "part", rate_fn=lambda m: 0.0)
     assert part.steps == 2 and part.metrics["early_stopped_at"] == 2
+    assert part.metrics["emission_rate"] == [[0, 0.0], [2, 0.0]]  # the input's own rate is recorded, never a stop
     resumed = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "part", resume=True, rate_fn=lambda m: 1.0)
     assert resumed.resumed_from is not None and resumed.resumed_from.endswith("checkpoint-2")
-    assert resumed.steps == 4
+    assert resumed.steps == 4 and resumed.metrics["emission_rate"] == [[4, 1.0]]  # no step-0 probe on resume
     assert resumed.checkpoint_sha256 == full.checkpoint_sha256
 
 
