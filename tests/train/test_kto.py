@@ -146,6 +146,17 @@ def test_turn_budget_fits_prompt_and_judged_turns_and_drops_what_cannot_fit(rl_w
     assert FormatConfig(turn_tokens=budget).turn_tokens == budget
 
 
+def test_the_probe_set_comes_from_every_fitting_row_not_the_subsample(tiny_model: Path, tiny_tokenizer: Any,
+                                                                         rl_world: RLWorld, tmp_path: Path) -> None:
+    raw = rl_world.rows("kto_train")
+    long = 16384  # the tiny tokenizer's recommend prompts carry whole trajectories
+    expected = probe_prompts(fitting_rows(kto_rows(raw), tiny_tokenizer, long), 50)
+    cfg = KTOConfig(**{**FAST, "max_steps": 1, "max_length": long}, max_rows=2, probe_size=50)
+    result = train_kto(tiny_model, raw, cfg, tmp_path / "k", rate_fn=lambda m: 1.0)
+    assert result.metrics["rows"] == 2 and result.metrics["subsampled_from"] > 2
+    assert result.metrics["probe_prompts"] == len(expected) > 2  # more recommend prompts than 2 rows could hold
+
+
 def test_a_tool_profile_no_row_offers_is_one_clear_error(tiny_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no KTO row offers exactly the tools"):
         train_kto(tiny_model, rl_world.rows("kto_train"), KTOConfig(**FAST, tools=("terminate",)), tmp_path / "k",
