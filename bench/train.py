@@ -1,7 +1,9 @@
-"""Training benchmark: the SFT stage wrapper (:func:`shoparena.train.sft.train_sft`) against plain TRL
-``SFTTrainer`` on the same model, data and settings; the issue asks the wrapper to cost ≤ 5 %.
+"""Training benchmark: a stage wrapper against plain TRL on the same model, data and settings; the issue asks
+the wrapper to cost ≤ 5 %. ``--stage sft`` (default): :func:`shoparena.train.sft.train_sft` against
+``SFTTrainer``; ``--stage kto``: :func:`shoparena.train.kto.train_kto` against ``KTOTrainer``.
 
-    python bench/train.py [--steps 20] [--repeats 2] [--model tiny|DIR] [--max-length 2048] [--batch 2]
+    python bench/train.py [--stage sft|kto] [--steps 20] [--repeats 2] [--model tiny|DIR] [--max-length 2048]
+                          [--batch 2]
 
 Setup (not timed): the seeded corpus world (:mod:`shoparena.corpus.testing` → ``build_corpus``) and the tiny Qwen3
 (or ``--model DIR``, e.g. a prepared SmolLM2); the samples are encoded once with :func:`encode_rows` for the plain
@@ -13,11 +15,18 @@ Figures: train-loop tokens/s (input tokens / wall seconds of ``train()``) and to
 sensitive to other processes on the machine) of each, the wrapper's end-to-end seconds, and
 the ratio wrapper / plain of the train-loop throughput (best and median of the repeats). One torch thread;
 other processes on the machine make single figures noisy, so run several repeats.
+
+``--stage kto``: the corpus's ``kto_train`` rows through the wrapper's own preparation (:func:`kto_rows`,
+:func:`fitting_rows`) for both; plain is ``trl.KTOTrainer(model, KTOConfig(...), Dataset(rows), peft_config)`` with
+the wrapper's arguments and weights; the wrapper is ``train_kto`` with its emission probe replaced by a constant
+(sampling is a stage feature, not trainer throughput). Both train loops are timed by the same callback
+(``on_train_begin`` → ``on_train_end``); tokens are prompt + completion tokens of the rows stepped over.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -66,8 +75,111 @@ def _plain(model_dir: Path, samples: list[dict[str, list[int]]], cfg: Any, out: 
     return tokens / runtime, tokens / cpu
 
 
+class _Clock:
+    """A ``TrainerCallback`` (built lazily) that times the train loop in wall and CPU seconds."""
+
+    def __new__(cls) -> Any:
+        from transformers import TrainerCallback
+
+        class Clock(TrainerCallback):
+            wall = cpu = 0.0
+
+            def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                self._t, self._c = time.perf_counter(), time.process_time()
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                self.wall, self.cpu = time.perf_counter() - self._t, time.process_time() - self._c
+
+        return Clock()
+
+
+def _kto_world(root: Path) -> list[dict[str, Any]]:
+    from shoparena.corpus.build import build_corpus
+    from shoparena.corpus.export.common import read_jsonl_rows
+    from shoparena.corpus.testing import seed_world
+
+    world = seed_world(root / "world")
+    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
+    return read_jsonl_rows(root / "corpus" / "kto_train.jsonl")
+
+
+def _plain_kto(model_dir: Path, rows: list[dict[str, Any]], cfg: Any, out: Path) -> Any:
+    import transformers
+    import trl
+    from datasets import Dataset
+
+    from shoparena.train.checkpoint import load_model, peft_config, trainer_args
+    from shoparena.train.kto import class_weights
+
+    transformers.set_seed(cfg.seed)
+    model, tok = load_model(model_dir)
+    w = class_weights(rows)
+    args = trl.KTOConfig(**{**trainer_args(cfg, out), "disable_tqdm": True}, beta=cfg.beta, loss_type=cfg.loss_type,
+                         max_length=cfg.max_length, desirable_weight=w["desirable_weight"],
+                         undesirable_weight=w["undesirable_weight"], disable_dropout=True)
+    clock = _Clock()
+    trainer = trl.KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok,
+                             peft_config=peft_config(cfg), callbacks=[clock])
+    trainer.remove_callback(transformers.PrinterCallback)
+    trainer.train()
+    return clock
+
+
+def _bench_kto(a: argparse.Namespace) -> None:
+    import transformers
+
+    from shoparena.llm.tiny import build_tiny_qwen3
+    from shoparena.train.kto import KTOConfig, fitting_rows, kto_rows, train_kto
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        raw = _kto_world(root)
+        model_dir = build_tiny_qwen3(root / "tiny", seed=0) if a.model == "tiny" else Path(a.model)
+        cfg = KTOConfig(max_steps=a.steps, batch_size=max(2, a.batch), max_length=a.max_length,
+                        save_steps=max(1, a.steps // 2), learning_rate=1e-4, probe_every=a.steps + 1)
+        tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+        rows = fitting_rows(kto_rows(raw), tok, cfg.max_length)
+        per_row = []
+        for r in rows:
+            tools = json.loads(r["tools"]) if isinstance(r["tools"], str) else r["tools"]
+            text = tok.apply_chat_template([*r["prompt"], *r["completion"]], tools=tools, tokenize=False)
+            per_row.append(len(tok(text, add_special_tokens=False)["input_ids"]))
+        stepped = min(len(rows), a.steps * cfg.batch_size)
+        tokens = statistics.mean(per_row) * stepped  # the mean row, times the rows the steps go over
+        plain, wrapped, plain_cpu, wrapped_cpu, e2e = [], [], [], [], []
+        for i in range(a.repeats):
+            for which in (("plain", "wrapper") if i % 2 == 0 else ("wrapper", "plain")):
+                if which == "plain":
+                    clock = _plain_kto(model_dir, rows, cfg, root / f"plain{i}")
+                    plain.append(tokens / clock.wall)
+                    plain_cpu.append(tokens / clock.cpu)
+                else:
+                    clock = _Clock()
+                    t0 = time.perf_counter()
+                    train_kto(model_dir, raw, cfg, root / f"wrap{i}", rate_fn=lambda m: 1.0, callbacks=[clock])
+                    e2e.append(time.perf_counter() - t0)
+                    wrapped.append(tokens / clock.wall)
+                    wrapped_cpu.append(tokens / clock.cpu)
+            print(f"repeat {i}: wall: plain {plain[-1]:,.0f} tok/s, wrapper {wrapped[-1]:,.0f} tok/s; per CPU-second: "
+                  f"plain {plain_cpu[-1]:,.0f}, wrapper {wrapped_cpu[-1]:,.0f}; wrapper end to end {e2e[-1]:.1f} s")
+        print(f"KTO, model {a.model}: {len(rows)} rows ({stepped} stepped over, ≈ {tokens:,.0f} tokens), {a.steps} "
+              f"steps × batch {cfg.batch_size}, max_length {a.max_length}")
+        _ratios(a.repeats, plain, wrapped, plain_cpu, wrapped_cpu)
+        print(f"wrapper end to end (prepare rows + train + merge + save): best {min(e2e):.1f} s")
+
+
+def _ratios(repeats: int, plain: list[float], wrapped: list[float], plain_cpu: list[float],
+            wrapped_cpu: list[float]) -> None:
+    for unit, p, w in (("tokens/s (wall)", plain, wrapped), ("tokens per CPU-second", plain_cpu, wrapped_cpu)):
+        for name, pick in (("best", max), ("median", statistics.median)):
+            ratio = pick(w) / pick(p)
+            print(f"train loop, {unit}, {name} of {repeats}: plain TRL {pick(p):,.0f}  wrapper {pick(w):,.0f}  "
+                  f"ratio {ratio:.3f} (overhead {100 * (1 - ratio):+.1f} %)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stage", choices=("sft", "kto"), default="sft")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--model", default="tiny")
@@ -79,6 +191,9 @@ def main() -> None:
     import transformers
 
     torch.set_num_threads(1)
+    if a.stage == "kto":
+        _bench_kto(a)
+        return
     from shoparena.llm.compact import CompactConfig
     from shoparena.llm.tiny import build_tiny_qwen3
     from shoparena.train.format import encode_rows
@@ -110,11 +225,7 @@ def main() -> None:
             print(f"repeat {i}: wall: plain {plain[-1]:,.0f} tok/s, wrapper {wrapped[-1]:,.0f} tok/s; per CPU-second: "
                   f"plain {plain_cpu[-1]:,.0f}, wrapper {wrapped_cpu[-1]:,.0f}; wrapper end to end {e2e[-1]:.1f} s")
         print(f"model {a.model}: {len(samples)} samples, {a.steps} steps × batch {a.batch}, max_length {a.max_length}")
-        for unit, p, w in (("tokens/s (wall)", plain, wrapped), ("tokens per CPU-second", plain_cpu, wrapped_cpu)):
-            for name, pick in (("best", max), ("median", statistics.median)):
-                ratio = pick(w) / pick(p)
-                print(f"train loop, {unit}, {name} of {a.repeats}: plain TRL {pick(p):,.0f}  wrapper {pick(w):,.0f}  "
-                      f"ratio {ratio:.3f} (overhead {100 * (1 - ratio):+.1f} %)")
+        _ratios(a.repeats, plain, wrapped, plain_cpu, wrapped_cpu)
         print(f"wrapper end to end (encode + validate masks + train + merge + save): best {min(e2e):.1f} s")
 
 

@@ -1,6 +1,6 @@
 """Stage 5: Dr. GRPO through TRL's ``GRPOTrainer`` with a multi-turn ``rollout_func`` (``training.md`` §3, §4.4).
 
-Each optimiser step takes ``batch_size / num_generations`` GRPO rows; TRL hands :func:`make_rollout_func`'s
+Each optimiser step takes ``batch_size × grad_accum / num_generations`` GRPO rows (one generation batch a step); TRL hands :func:`make_rollout_func`'s
 function the prompts already repeated K times, and it plays one token-in/token-out episode per entry over the real
 environment (:mod:`shoparena.train.rollout`) with the trainer's own model in ``eval()`` mode (train mode restored
 after). It returns ``prompt_ids``, ``completion_ids``, ``logprobs=None``, ``env_mask`` (tool-result tokens 0, out of
@@ -40,8 +40,10 @@ class GRPOConfig(StageConfig):
     disable_dropout: Literal[True] = True
     num_generations: int = Field(8, ge=2)
     """K rollouts per prompt."""
-    batch_size: int = Field(8, ge=2)
-    """Completions per optimiser step on one device: a multiple of ``num_generations``."""
+    batch_size: int = Field(8, ge=1)
+    """Completions per forward pass on one device. One optimiser step trains ``batch_size × grad_accum``
+    completions, played as one generation batch: a multiple of ``num_generations`` (a CPU recipe takes micro-batches
+    of 1 with ``grad_accum`` K, so the loss never holds more than one episode's logits)."""
     max_turns: int = Field(25, ge=1, le=25)
     """Assistant turns per episode (the paper's ≤ 25 steps)."""
     max_completion_length: int = Field(2048, ge=8)
@@ -61,8 +63,9 @@ class GRPOConfig(StageConfig):
 
     @model_validator(mode="after")
     def _groups(self) -> GRPOConfig:
-        if self.batch_size % self.num_generations:
-            raise ValueError(f"batch_size {self.batch_size} is not a multiple of num_generations "
+        per_step = self.batch_size * self.grad_accum
+        if per_step % self.num_generations:
+            raise ValueError(f"batch_size × grad_accum = {per_step} is not a multiple of num_generations "
                              f"{self.num_generations} (each prompt's K rollouts share one step)")
         return self
 

@@ -34,9 +34,13 @@ def test_config_is_dr_grpo(tmp_path: Path) -> None:
     assert args.use_cpu is not torch.cuda.is_available() and args.bf16 is torch.cuda.is_available()
     assert args.output_dir == str(tmp_path / "checkpoints")
     for bad in ({"loss_type": "dapo"}, {"scale_rewards": "group"}, {"disable_dropout": False}, {"max_turns": 30},
-                {"num_generations": 4, "batch_size": 6}):
+                {"num_generations": 4, "batch_size": 6}, {"num_generations": 4, "batch_size": 1, "grad_accum": 2}):
         with pytest.raises(ValueError):
             GRPOConfig(**bad)
+    # micro-batches of one episode, K of them accumulated: still one generation batch of K a step
+    micro = trl_config(GRPOConfig(num_generations=4, batch_size=1, grad_accum=4), tmp_path)
+    assert (micro.per_device_train_batch_size, micro.gradient_accumulation_steps) == (1, 4)
+    assert (micro.generation_batch_size, micro.steps_per_generation) == (4, 4)
 
 
 def _episodes(model_dir: Path, world: RLWorld, n: int, seed: int = 0,
@@ -153,7 +157,8 @@ def test_train_grpo_steps_and_resume(overfit_model: Path, rl_world: RLWorld, tmp
 
     rows = rl_world.rows("grpo_train")[:1]
     # room for one find_product observation (~1,060 tiny-tokenizer tokens) and one more turn
-    cfg = GRPOConfig(num_generations=4, batch_size=4, max_steps=2, max_turns=2, save_steps=1,
+    # micro-batches of one episode with K accumulated (the CPU recipe's memory bound): 4 episodes a step
+    cfg = GRPOConfig(num_generations=4, batch_size=1, grad_accum=4, max_steps=2, max_turns=2, save_steps=1,
                      **{**EPISODE, "max_completion_length": 1200})
     full = train_grpo(overfit_model, rows, cfg, tmp_path / "full", catalog_dir=rl_world.catalog)
     m = full.metrics
