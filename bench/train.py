@@ -98,7 +98,7 @@ def _kto_world(root: Path) -> list[dict[str, Any]]:
     from shoparena.corpus.export.common import read_jsonl_rows
     from shoparena.corpus.testing import seed_world
 
-    world = seed_world(root / "world")
+    world = seed_world(root / "world", n_problems=6)  # the RL tests' world: failed traces as well as successes
     build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
     return read_jsonl_rows(root / "corpus" / "kto_train.jsonl")
 
@@ -183,9 +183,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--model", default="tiny")
-    ap.add_argument("--max-length", type=int, default=2048)
+    ap.add_argument("--max-length", type=int, default=None,
+                    help="default 2048 for sft, 8192 for kto (KTO rows are whole trajectories up to a turn)")
     ap.add_argument("--batch", type=int, default=2)
     a = ap.parse_args()
+    if a.max_length is None:
+        a.max_length = 8192 if a.stage == "kto" else 2048
 
     import torch
     import transformers
