@@ -342,7 +342,10 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
                          peft_config=peft_config(config), callbacks=[stop, *callbacks])
     resumed = last_checkpoint(out_dir) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
-    tokens = sum(map(len, trainer.train_dataset["completion_ids"]))
+    # tokens of the rows this process stepped over (prompt + judged turn: TRL's count, which restarts in a resumed
+    # process); the dataset's total would count the rows an early stop never reached
+    seen = [r["num_tokens"] for r in trainer.state.log_history if "num_tokens" in r]
+    tokens = int(seen[-1]) if seen else sum(map(len, trainer.train_dataset["completion_ids"]))
     metrics = {**balance, "desirable_weight": d_w, "undesirable_weight": u_w, "probe_prompts": len(probes),
                "emission_rate": [list(h) for h in stop.history], "early_stopped_at": stop.stopped_at,
                **loss_metrics(trainer.state.log_history)}

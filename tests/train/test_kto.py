@@ -234,10 +234,13 @@ def test_train_kto_finite_loss_merged_model_and_resume(tiny_model: Path, rl_worl
     part = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "part", rate_fn=lambda m: 0.0)
     assert part.steps == 2 and part.metrics["early_stopped_at"] == 2
     assert part.metrics["emission_rate"] == [[0, 0.0], [2, 0.0]]  # the input's own rate is recorded, never a stop
+    assert 0 < part.tokens_trained < full.tokens_trained  # only the rows the steps reached are counted
     resumed = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "part", resume=True, rate_fn=lambda m: 1.0)
     assert resumed.resumed_from is not None and resumed.resumed_from.endswith("checkpoint-2")
     assert resumed.steps == 4 and resumed.metrics["emission_rate"] == [[4, 1.0]]  # no step-0 probe on resume
     assert resumed.checkpoint_sha256 == full.checkpoint_sha256
+    # TRL's count restarts in a resumed process: the two processes' counts add up to the uninterrupted run's
+    assert part.tokens_trained + resumed.tokens_trained == full.tokens_trained
 
 
 def _sha(path: Path) -> str:
