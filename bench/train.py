@@ -26,7 +26,6 @@ the wrapper's arguments and weights; the wrapper is ``train_kto`` with its emiss
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -75,22 +74,20 @@ def _plain(model_dir: Path, samples: list[dict[str, list[int]]], cfg: Any, out: 
     return tokens / runtime, tokens / cpu
 
 
-class _Clock:
-    """A ``TrainerCallback`` (built lazily) that times the train loop in wall and CPU seconds."""
+def _clock() -> Any:
+    """A ``TrainerCallback`` that times the train loop in wall and CPU seconds (``.wall``, ``.cpu``)."""
+    from transformers import TrainerCallback
 
-    def __new__(cls) -> Any:
-        from transformers import TrainerCallback
+    class Clock(TrainerCallback):
+        wall = cpu = 0.0
 
-        class Clock(TrainerCallback):
-            wall = cpu = 0.0
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self._t, self._c = time.perf_counter(), time.process_time()
 
-            def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                self._t, self._c = time.perf_counter(), time.process_time()
+        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.wall, self.cpu = time.perf_counter() - self._t, time.process_time() - self._c
 
-            def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                self.wall, self.cpu = time.perf_counter() - self._t, time.process_time() - self._c
-
-        return Clock()
+    return Clock()
 
 
 def _kto_world(root: Path) -> list[dict[str, Any]]:
@@ -117,7 +114,7 @@ def _plain_kto(model_dir: Path, rows: list[dict[str, Any]], cfg: Any, out: Path)
     args = trl.KTOConfig(**{**trainer_args(cfg, out), "disable_tqdm": True}, beta=cfg.beta, loss_type=cfg.loss_type,
                          max_length=cfg.max_length, desirable_weight=w["desirable_weight"],
                          undesirable_weight=w["undesirable_weight"], disable_dropout=True)
-    clock = _Clock()
+    clock = _clock()
     trainer = trl.KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok,
                              peft_config=peft_config(cfg), callbacks=[clock])
     trainer.remove_callback(transformers.PrinterCallback)
@@ -129,7 +126,7 @@ def _bench_kto(a: argparse.Namespace) -> None:
     import transformers
 
     from shoparena.llm.tiny import build_tiny_qwen3
-    from shoparena.train.kto import KTOConfig, fitting_rows, kto_rows, train_kto
+    from shoparena.train.kto import KTOConfig, fitting_rows, kto_rows, row_tokens, train_kto
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -139,11 +136,7 @@ def _bench_kto(a: argparse.Namespace) -> None:
                         save_steps=max(1, a.steps // 2), learning_rate=1e-4, probe_every=a.steps + 1)
         tok = transformers.AutoTokenizer.from_pretrained(model_dir)
         rows = fitting_rows(kto_rows(raw), tok, cfg.max_length)
-        per_row = []
-        for r in rows:
-            tools = json.loads(r["tools"]) if isinstance(r["tools"], str) else r["tools"]
-            text = tok.apply_chat_template([*r["prompt"], *r["completion"]], tools=tools, tokenize=False)
-            per_row.append(len(tok(text, add_special_tokens=False)["input_ids"]))
+        per_row = [row_tokens(r, tok) for r in rows]
         stepped = min(len(rows), a.steps * cfg.batch_size)
         tokens = statistics.mean(per_row) * stepped  # the mean row, times the rows the steps go over
         plain, wrapped, plain_cpu, wrapped_cpu, e2e = [], [], [], [], []
@@ -154,7 +147,7 @@ def _bench_kto(a: argparse.Namespace) -> None:
                     plain.append(tokens / clock.wall)
                     plain_cpu.append(tokens / clock.cpu)
                 else:
-                    clock = _Clock()
+                    clock = _clock()
                     t0 = time.perf_counter()
                     train_kto(model_dir, raw, cfg, root / f"wrap{i}", rate_fn=lambda m: 1.0, callbacks=[clock])
                     e2e.append(time.perf_counter() - t0)

@@ -1,11 +1,12 @@
 """Stage 5: Dr. GRPO through TRL's ``GRPOTrainer`` with a multi-turn ``rollout_func`` (``training.md`` §3, §4.4).
 
-Each optimiser step takes ``batch_size × grad_accum / num_generations`` GRPO rows (one generation batch a step); TRL hands :func:`make_rollout_func`'s
-function the prompts already repeated K times, and it plays one token-in/token-out episode per entry over the real
-environment (:mod:`shoparena.train.rollout`) with the trainer's own model in ``eval()`` mode (train mode restored
-after). It returns ``prompt_ids``, ``completion_ids``, ``logprobs=None``, ``env_mask`` (tool-result tokens 0, out of
-the loss) and per-episode ``outcome`` / ``tool_match``, which two reward functions pass through; TRL combines them
-with ``reward_weights = [1 − w, w]``, i.e. the blended reward ``(1 − w)·outcome + w·tool_match``.
+Each optimiser step takes ``batch_size × grad_accum / num_generations`` GRPO rows (one generation batch a step); TRL
+hands :func:`make_rollout_func`'s function the prompts already repeated K times, and it plays one token-in/token-out
+episode per entry over the real environment (:mod:`shoparena.train.rollout`) with the trainer's own model in
+``eval()`` mode (train mode restored after). It returns ``prompt_ids``, ``completion_ids``, ``logprobs=None``,
+``env_mask`` (tool-result tokens 0, out of the loss) and per-episode ``outcome`` / ``tool_match``, which two reward
+functions pass through; TRL combines them with ``reward_weights = [1 − w, w]``, i.e. the blended reward
+``(1 − w)·outcome + w·tool_match``.
 
 Dr. GRPO is ``loss_type="dr_grpo"`` + ``scale_rewards="none"`` (no group-std scaling), with the recipe's β 0.2,
 learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the TRL config and is what the config
@@ -24,8 +25,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from shoparena.errors import ConfigError, DataError
-from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult
+from shoparena.errors import ConfigError
+from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
 __all__ = ["GRPOConfig", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
 
@@ -57,7 +58,7 @@ class GRPOConfig(StageConfig):
     system: Literal["row", "harness"] = "row"
     """``harness``: episodes are prompted behind the harness's native system turn, as ``react`` episodes are (SFT's
     ``system``); tool results are always shown compacted as the input checkpoint was trained and is served."""
-    tools: tuple[str, ...] | None = None
+    tools: ToolProfile = None
     """Only rows that offer exactly these tools (SFT's ``tools``)."""
     # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 
@@ -150,12 +151,9 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     if not Path(catalog_dir).is_dir():
         raise ConfigError(f"no catalog at {catalog_dir}", hint="pass the catalog the corpus was built on")
     from shoparena.llm.compact import read_compact
-    from shoparena.train.sft import in_profile
+    from shoparena.train.sft import require_profile
 
-    rows, off_profile = in_profile(list(grpo_rows), config.tools)
-    if off_profile and not rows:
-        raise DataError(f"no GRPO row offers exactly the tools {list(config.tools or ())}",
-                        hint="the recipe's grpo.tools must be a tool profile of the corpus's rows")
+    rows, off_profile = require_profile(list(grpo_rows), config.tools, "GRPO")
     env = RolloutEnv(rows, Path(catalog_dir), max_turns=config.max_turns, system=config.system,
                      compact=read_compact(Path(model_dir)))
     model, tokenizer = load_model(model_dir)

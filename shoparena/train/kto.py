@@ -32,10 +32,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shoparena.errors import DataError
-from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult
+from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
 __all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "balanced_subsample", "class_weights", "emission_stop",
-           "fit_kto_turns", "fitting_rows", "kto_rows", "probe_prompts", "train_kto"]
+           "fit_kto_turns", "fitting_rows", "kto_rows", "probe_prompts", "row_tokens", "train_kto"]
 
 ATTENTION_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 RECOMMEND = "recommend_product"
@@ -66,7 +66,7 @@ class KTOConfig(StageConfig):
     probe_top_p: float = Field(0.95, gt=0.0, le=1.0)
     system: Literal["row", "harness"] = "row"
     """``harness``: prompts without a system turn get the harness's native one (as SFT's ``system``)."""
-    tools: tuple[str, ...] | None = None
+    tools: ToolProfile = None
     """Only rows that offer exactly these tools (SFT's ``tools``: the profile the input checkpoint was trained on)."""
     turn_tokens: int | None = Field(None, ge=16)
     """The serving cap per turn (SFT's ``turn_tokens``): every assistant turn of a row, the prompt's and the judged
@@ -111,13 +111,14 @@ def fitting_rows(rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int
     is at most ``max_length`` tokens. TRL cuts a longer sequence from the right, which would train a turn without
     its tool call or end of turn (or no completion token at all), so such rows are left out and the class balance is
     taken over the rest."""
-    kept = []
-    for row in rows:
-        tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
-        text = tokenizer.apply_chat_template([*row["prompt"], *row["completion"]], tools=tools, tokenize=False)
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_length:
-            kept.append(row)
-    return kept
+    return [row for row in rows if row_tokens(row, tokenizer) <= max_length]
+
+
+def row_tokens(row: dict[str, Any], tokenizer: Any) -> int:
+    """Tokens of a :func:`kto_rows` row rendered whole: prompt, then the judged turn to its end of turn."""
+    tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
+    text = tokenizer.apply_chat_template([*row["prompt"], *row["completion"]], tools=tools, tokenize=False)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def fit_kto_turns(rows: Sequence[dict[str, Any]], tokenizer: Any, turn_tokens: int, *, system: str = "row",
@@ -306,13 +307,10 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     out_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model(model_dir)
     from shoparena.llm.compact import read_compact
-    from shoparena.train.sft import in_profile
+    from shoparena.train.sft import require_profile
 
     compact = read_compact(Path(model_dir))
-    raw, off_profile = in_profile(list(kto_rows_in), config.tools)
-    if off_profile and not raw:
-        raise DataError(f"no KTO row offers exactly the tools {list(config.tools or ())}",
-                        hint="the recipe's kto.tools must be a tool profile of the corpus's rows")
+    raw, off_profile = require_profile(list(kto_rows_in), config.tools, "KTO")
     prep: dict[str, Any] = {"off_profile": off_profile}
     if config.turn_tokens is not None:
         raw, fit_counts = fit_kto_turns(raw, tokenizer, config.turn_tokens, system=config.system, compact=compact)
@@ -327,8 +325,8 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     # stop rule a coin toss (cpu-mini-kto's 5-prompt probe stopped at 4 of 5, the same checkpoint 20 of 20 on 20)
     probes = probe_prompts(rows, config.probe_size)
     if config.max_rows is not None:
+        prep["subsampled_from"] = len(rows)
         rows = balanced_subsample(rows, config.max_rows, config.seed)
-        prep["subsampled_from"] = len(given) - prep["dropped_too_long"]
     balance = {**class_weights(rows), "rows": len(rows), **prep}
     d_w = config.desirable_weight or balance["desirable_weight"]
     u_w = config.undesirable_weight or balance["undesirable_weight"]

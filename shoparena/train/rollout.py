@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.errors import ConfigError, DataError
-from shoparena.train.format import parse_tools
+from shoparena.llm.compact import compact_messages
+from shoparena.train.format import parse_tools, with_system
 from shoparena.train.reward import blended_reward, mean_step_match
 
 __all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode",
@@ -182,8 +183,6 @@ class _Player:
         self.problem = env.problem(row)
         self.loop = EpisodeLoop(self.problem, env.search, resolve_config(protocol="native", profile="upstream4",
                                                                          max_steps=env.max_turns))
-        from shoparena.train.format import with_system
-
         self.ep = TokenEpisode(prompt_ids=render_prompt_ids(tokenizer, with_system(row["prompt"], env.system),
                                                             row.get("tools")))
         self.done = False
@@ -227,8 +226,6 @@ class _Player:
         stop_call = next((c["name"] for c in calls if c["name"] in STOP_CALLS), None)
         if stop_call is not None:
             return self._stop(stop_call)
-        from shoparena.llm.compact import compact_messages
-
         tool_messages = compact_messages([m for m in self.loop.native[before:] if m["role"] == "tool"],
                                          self.env.compact)
         suffix = tool_suffix_ids(self.tokenizer, tool_messages)

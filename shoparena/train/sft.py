@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import FORMAT_FILE, CompactConfig
@@ -31,7 +31,7 @@ from shoparena.train.checkpoint import (
     write_stage,
 )
 from shoparena.train.format import FormatConfig, encode_rows, tool_names
-from shoparena.train.types import LearningRate, StageConfig, StageResult
+from shoparena.train.types import LearningRate, StageConfig, StageResult, ToolProfile
 
 __all__ = [
     "SFTConfig", "copy_checkpoint", "in_profile", "train_sft",
@@ -57,23 +57,10 @@ class SFTConfig(StageConfig):
     gradient_checkpointing: bool = False
     full_determinism: bool = False
     """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
-    tools: tuple[str, ...] | None = None
+    tools: ToolProfile = None
     """Train (and measure ``eval_loss``) only on rows that offer exactly these tools: the tool profile the model will
     be evaluated with (e.g. ShoppingBench's four for ``react``). ``None``: every row. Rows left out are counted as
     ``off_profile``."""
-
-    @field_validator("tools")
-    @classmethod
-    def _known_tools(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        from shoparena.env.output import known_tools
-
-        if v is None:
-            return v
-        unknown = sorted(set(v) - known_tools())
-        if not v or unknown or len(set(v)) != len(v):
-            raise ValueError("tools must be distinct registered tool names"
-                             + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
-        return v
 
     turn_tokens: int | None = Field(None, ge=16)
     """Shorten the reasoning of assistant turns longer than this many tokens (the serving cap per turn, the
@@ -221,6 +208,16 @@ def in_profile(rows: Sequence[dict[str, Any]], tools: Sequence[str] | None) -> t
         if names == want:
             kept.append(row)
     return kept, len(rows) - len(kept)
+
+
+def require_profile(rows: Sequence[dict[str, Any]], tools: Sequence[str] | None,
+                    stage: str) -> tuple[list[dict[str, Any]], int]:
+    """:func:`in_profile`, and one :class:`DataError` naming ``stage`` when a profile leaves none of the rows."""
+    kept, off = in_profile(rows, tools)
+    if off and not kept:
+        raise DataError(f"no {stage} row offers exactly the tools {list(tools or ())}",
+                        hint=f"the recipe's {stage.lower()}.tools must be a tool profile of the corpus's rows")
+    return kept, off
 
 
 def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, Any]],

@@ -6,14 +6,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-__all__ = ["LearningRate", "LoraConfig", "StageConfig", "StageResult"]
+__all__ = ["LearningRate", "LoraConfig", "StageConfig", "StageResult", "ToolProfile"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 LearningRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A learning rate as every stage config takes it (a recipe's value is input): finite and > 0."""
+
+
+def _known_tools(v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    from shoparena.env.output import known_tools
+
+    if v is None:
+        return v
+    unknown = sorted(set(v) - known_tools())
+    if not v or unknown or len(set(v)) != len(v):
+        raise ValueError("tools must be distinct registered tool names"
+                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    return v
+
+
+ToolProfile = Annotated[tuple[str, ...] | None, AfterValidator(_known_tools)]
+"""A stage's tool profile (rows offering exactly these tools; ``None``: every row): distinct registered names."""
 
 
 class LoraConfig(BaseModel):

@@ -37,6 +37,8 @@ def test_config_is_dr_grpo(tmp_path: Path) -> None:
                 {"num_generations": 4, "batch_size": 6}, {"num_generations": 4, "batch_size": 1, "grad_accum": 2}):
         with pytest.raises(ValueError):
             GRPOConfig(**bad)
+    with pytest.raises(ValueError, match="distinct registered tool names"):
+        GRPOConfig(tools=("find_product", "find_product"))
     # micro-batches of one episode, K of them accumulated: still one generation batch of K a step
     micro = trl_config(GRPOConfig(num_generations=4, batch_size=1, grad_accum=4), tmp_path)
     assert (micro.per_device_train_batch_size, micro.gradient_accumulation_steps) == (1, 4)

@@ -42,6 +42,8 @@ def test_recipe_defaults() -> None:
     assert cfg.lora is not None and cfg.lora.r == 16 and tuple(cfg.lora.target_modules) == ATTENTION_TARGETS
     with pytest.raises(ValueError):
         KTOConfig(batch_size=1)  # the KL estimate needs a neighbour in the batch
+    with pytest.raises(ValueError, match="unknown: nope"):
+        KTOConfig(tools=("find_product", "nope"))  # SFT's tool-profile check (types.ToolProfile)
 
 
 def test_labels_follow_the_trajectory_outcome(rl_world: RLWorld) -> None:
