@@ -1,8 +1,9 @@
 """Training benchmark: a stage wrapper against plain TRL on the same model, data and settings; the issue asks
 the wrapper to cost ≤ 5 %. ``--stage sft`` (default): :func:`shoparena.train.sft.train_sft` against
-``SFTTrainer``; ``--stage kto``: :func:`shoparena.train.kto.train_kto` against ``KTOTrainer``.
+``SFTTrainer``; ``--stage kto``: :func:`shoparena.train.kto.train_kto` against ``KTOTrainer``; ``--stage grpo``:
+:func:`shoparena.train.grpo.train_grpo` against ``GRPOTrainer``.
 
-    python bench/train.py [--stage sft|kto] [--steps 20] [--repeats 2] [--model tiny|DIR] [--max-length 2048]
+    python bench/train.py [--stage sft|kto|grpo] [--steps 20] [--repeats 2] [--model tiny|DIR] [--max-length 2048]
                           [--batch 2]
 
 Setup (not timed): the seeded corpus world (:mod:`shoparena.corpus.testing` → ``build_corpus``) and the tiny Qwen3
@@ -21,6 +22,13 @@ other processes on the machine make single figures noisy, so run several repeats
 the wrapper's arguments and weights; the wrapper is ``train_kto`` with its emission probe replaced by a constant
 (sampling is a stage feature, not trainer throughput). Both train loops are timed by the same callback
 (``on_train_begin`` → ``on_train_end``); tokens are prompt + completion tokens of the rows stepped over.
+
+``--stage grpo``: the corpus's ``grpo_train`` rows; plain is ``trl.GRPOTrainer(model, reward_funcs=[outcome, tool
+match], args=trl_config(cfg), Dataset(prompts), peft_config, rollout_func=make_rollout_func(RolloutEnv(rows)))`` —
+TRL cannot play a multi-turn episode without a ``rollout_func``, so both sides get the same one over the same real
+environment; what differs is the wrapper (tool-profile check, the episode log, merge + save, ``stage.json``). Tokens
+are TRL's own ``num_tokens`` (prompt + completion, tool results included) of the episodes played; the rollouts
+(``run_token_episodes``) are timed on both sides, so the figures also say how much of a step is sampling.
 """
 
 from __future__ import annotations
@@ -161,6 +169,103 @@ def _bench_kto(a: argparse.Namespace) -> None:
         print(f"wrapper end to end (prepare rows + train + merge + save): best {min(e2e):.1f} s")
 
 
+def _grpo_world(root: Path) -> tuple[list[dict[str, Any]], Path]:
+    from shoparena.corpus.build import build_corpus
+    from shoparena.corpus.export.common import read_jsonl_rows
+    from shoparena.corpus.testing import seed_world
+
+    world = seed_world(root / "world", n_problems=6)
+    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
+    return read_jsonl_rows(root / "corpus" / "grpo_train.jsonl"), world.catalog
+
+
+def _grpo_clock() -> Any:
+    """:func:`_clock` that also keeps TRL's last logged ``num_tokens`` (``.tokens``)."""
+    clock = _clock()
+    clock.tokens = 0.0
+
+    def on_log(args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+        if logs and "num_tokens" in logs:
+            clock.tokens = float(logs["num_tokens"])
+
+    clock.on_log = on_log
+    return clock
+
+
+def _plain_grpo(model_dir: Path, rows: list[dict[str, Any]], catalog: Path, cfg: Any, out: Path) -> Any:
+    import transformers
+    import trl
+    from datasets import Dataset
+
+    from shoparena.llm.compact import read_compact
+    from shoparena.train.checkpoint import load_model, peft_config
+    from shoparena.train.grpo import make_rollout_func, outcome_reward, tool_match_reward, trl_config
+    from shoparena.train.rollout import RolloutEnv
+
+    transformers.set_seed(cfg.seed)
+    env = RolloutEnv(rows, catalog, max_turns=cfg.max_turns, system=cfg.system, compact=read_compact(model_dir))
+    model, tok = load_model(model_dir)
+    args = trl_config(cfg, out)
+    args.disable_tqdm = True
+    clock = _grpo_clock()
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward], args=args,
+                              train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in env.rows.values()]),
+                              processing_class=tok, peft_config=peft_config(cfg),
+                              rollout_func=make_rollout_func(env, tok, cfg), callbacks=[clock])
+    trainer.remove_callback(transformers.PrinterCallback)
+    trainer.train()
+    return clock
+
+
+def _bench_grpo(a: argparse.Namespace) -> None:
+    import shoparena.train.rollout as rollout
+    from shoparena.llm.tiny import build_tiny_qwen3
+    from shoparena.train.grpo import GRPOConfig, train_grpo
+
+    played = rollout.run_token_episodes
+    spent = [0.0]
+
+    def timed(*args: Any, **kw: Any) -> Any:  # the rollouts' share of a step, on both sides
+        t0 = time.perf_counter()
+        try:
+            return played(*args, **kw)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    rollout.run_token_episodes = timed
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        rows, catalog = _grpo_world(root)
+        model_dir = build_tiny_qwen3(root / "tiny", seed=0) if a.model == "tiny" else Path(a.model)
+        cfg = GRPOConfig(max_steps=a.steps, num_generations=4, batch_size=1, grad_accum=4, max_turns=4,
+                         max_completion_length=a.max_length, turn_max_tokens=64, learning_rate=1e-5,
+                         save_steps=max(1, a.steps // 2))
+        runs: dict[str, list[tuple[float, float, float, float]]] = {"plain": [], "wrapper": []}
+        e2e = []
+        for i in range(a.repeats):
+            for which in (("plain", "wrapper") if i % 2 == 0 else ("wrapper", "plain")):
+                spent[0] = 0.0
+                if which == "plain":
+                    clock = _plain_grpo(model_dir, rows, catalog, cfg, root / f"plain{i}")
+                else:
+                    clock = _grpo_clock()
+                    t0 = time.perf_counter()
+                    train_grpo(model_dir, rows, cfg, root / f"wrap{i}", catalog_dir=catalog, callbacks=[clock])
+                    e2e.append(time.perf_counter() - t0)
+                runs[which].append((clock.tokens / clock.wall, clock.tokens / clock.cpu, spent[0] / clock.wall,
+                                    clock.tokens))
+            p, w = runs["plain"][-1], runs["wrapper"][-1]
+            print(f"repeat {i}: wall: plain {p[0]:,.0f} tok/s, wrapper {w[0]:,.0f} tok/s; per CPU-second: plain "
+                  f"{p[1]:,.0f}, wrapper {w[1]:,.0f}; tokens plain {p[3]:,.0f}, wrapper {w[3]:,.0f}; rollouts "
+                  f"{100 * p[2]:.0f} % / {100 * w[2]:.0f} % of the train loop; wrapper end to end {e2e[-1]:.1f} s")
+        print(f"GRPO, model {a.model}: {len(rows)} prompts, {a.steps} steps × K {cfg.num_generations} episodes "
+              f"(micro-batch 1 × accumulation 4), ≤ {cfg.max_turns} turns, ≤ {a.max_length} tokens an episode")
+        _ratios(a.repeats, [r[0] for r in runs["plain"]], [r[0] for r in runs["wrapper"]],
+                [r[1] for r in runs["plain"]], [r[1] for r in runs["wrapper"]])
+        print(f"wrapper end to end (profile check + train + merge + save): best {min(e2e):.1f} s")
+    rollout.run_token_episodes = played
+
+
 def _ratios(repeats: int, plain: list[float], wrapped: list[float], plain_cpu: list[float],
             wrapped_cpu: list[float]) -> None:
     for unit, p, w in (("tokens/s (wall)", plain, wrapped), ("tokens per CPU-second", plain_cpu, wrapped_cpu)):
@@ -172,23 +277,24 @@ def _ratios(repeats: int, plain: list[float], wrapped: list[float], plain_cpu: l
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stage", choices=("sft", "kto"), default="sft")
+    ap.add_argument("--stage", choices=("sft", "kto", "grpo"), default="sft")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--max-length", type=int, default=None,
-                    help="default 2048 for sft, 8192 for kto (KTO rows are whole trajectories up to a turn)")
+                    help="default 2048 for sft, 8192 for kto (KTO rows are whole trajectories up to a turn), "
+                         "1536 for grpo (an episode's token budget)")
     ap.add_argument("--batch", type=int, default=2)
     a = ap.parse_args()
     if a.max_length is None:
-        a.max_length = 8192 if a.stage == "kto" else 2048
+        a.max_length = {"kto": 8192, "grpo": 1536}.get(a.stage, 2048)
 
     import torch
     import transformers
 
     torch.set_num_threads(1)
-    if a.stage == "kto":
-        _bench_kto(a)
+    if a.stage in ("kto", "grpo"):
+        (_bench_kto if a.stage == "kto" else _bench_grpo)(a)
         return
     from shoparena.llm.compact import CompactConfig
     from shoparena.llm.tiny import build_tiny_qwen3
