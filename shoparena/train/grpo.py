@@ -14,21 +14,31 @@ test pins (bug #12). LoRA (r 16, all linear layers by default) with the adapter-
 the adapter is merged into ``out_dir/model``; checkpoints under ``out_dir/checkpoints`` for ``resume``.
 Episodes see what the served checkpoint sees: its compaction of tool results, and (``system="harness"``) the
 harness's system turn; ``tools`` keeps one tool profile of the rows.
+
+``prompts_from`` points stage 5 at the model's pass@k headroom (the paper's stage 5 "converts pass@k headroom into
+process improvement", training.md §3): a harness run of the input model over the train problems (stage 2's
+``rs/samples``, or ``shoparena run --out``) keeps only the problems it solved at least once and in at most
+``max_success_rate`` of its samples — a group of K episodes on a problem the model never solves carries no outcome
+signal, and one it always solves carries none either (:func:`headroom_problems`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from shoparena.errors import ConfigError
+from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
-__all__ = ["GRPOConfig", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
+__all__ = ["GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
 
 
 class GRPOConfig(StageConfig):
@@ -60,6 +70,10 @@ class GRPOConfig(StageConfig):
     ``system``); tool results are always shown compacted as the input checkpoint was trained and is served."""
     tools: ToolProfile = None
     """Only rows that offer exactly these tools (SFT's ``tools``)."""
+    prompts_from: str | None = None
+    """A harness run directory (its ``runs.jsonl``) of the input model on the train problems: only the problems it
+    solved at least once and in at most ``max_success_rate`` of its samples become prompts (module docstring)."""
+    max_success_rate: float = Field(1.0, gt=0, le=1)
     # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 
     @model_validator(mode="after")
@@ -69,6 +83,60 @@ class GRPOConfig(StageConfig):
             raise ValueError(f"batch_size × grad_accum = {per_step} is not a multiple of num_generations "
                              f"{self.num_generations} (each prompt's K rollouts share one step)")
         return self
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What :func:`headroom_problems` read from a harness run."""
+
+    problems: tuple[str, ...]
+    """The kept problem ids, sorted."""
+    samples: dict[str, int]
+    solved: dict[str, int]
+    sha256: str
+    """Of the ``runs.jsonl`` read."""
+
+
+def headroom_problems(run_dir: str | Path, max_success_rate: float = 1.0) -> Headroom:
+    """The problems a harness run solved at least once and in at most ``max_success_rate`` of its samples, read from
+    ``run_dir/runs.jsonl`` (one ``{"problem_id": str, "success": bool, ...}`` per sample). A missing file is a
+    :class:`NotFoundError`; a line that is not such an object, a :class:`DataError` naming its line."""
+    path = Path(run_dir) / "runs.jsonl"
+    if not path.is_file():
+        raise NotFoundError(f"grpo.prompts_from: no harness run at {run_dir} (runs.jsonl missing)",
+                            hint="point it at stage 2's rs/samples or a `shoparena run --out` directory")
+    data = path.read_bytes()
+    samples: Counter[str] = Counter()
+    solved: Counter[str] = Counter()
+    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if (not isinstance(rec, dict) or not isinstance(rec.get("problem_id"), str)
+                or not isinstance(rec.get("success"), bool)):
+            raise DataError(f"{path}: line {n} is not a run record (a JSON object with problem_id and success)")
+        samples[rec["problem_id"]] += 1
+        solved[rec["problem_id"]] += rec["success"]
+    keep = sorted(p for p, k in samples.items() if solved[p] and solved[p] / k <= max_success_rate)
+    return Headroom(problems=tuple(keep), samples=dict(samples), solved=dict(solved),
+                    sha256=hashlib.sha256(data).hexdigest())
+
+
+def _in_headroom(rows: list[dict[str, Any]], config: GRPOConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    if config.prompts_from is None:
+        return rows, {}
+    room = headroom_problems(config.prompts_from, config.max_success_rate)
+    keep = set(room.problems)
+    kept = [r for r in rows if r.get("problem_id") in keep]
+    if not kept:
+        raise DataError(f"grpo.prompts_from {config.prompts_from}: none of its {len(keep)} problems with headroom "
+                        f"(solved in 1 to {config.max_success_rate:.0%} of their samples) is among the "
+                        f"{len(rows)} GRPO rows", hint="sample the corpus's train problems with the input model")
+    return kept, {"prompts_from": config.prompts_from, "prompts_from_sha256": room.sha256,
+                  "headroom_problems": len(keep), "rows_outside_headroom": len(rows) - len(kept)}
 
 
 def trl_config(config: GRPOConfig, out_dir: Path) -> Any:
@@ -154,6 +222,7 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     from shoparena.train.sft import require_profile
 
     rows, off_profile = require_profile(list(grpo_rows), config.tools, "GRPO")
+    rows, headroom = _in_headroom(rows, config)
     env = RolloutEnv(rows, Path(catalog_dir), max_turns=config.max_turns, system=config.system,
                      compact=read_compact(Path(model_dir)))
     model, tokenizer = load_model(model_dir)
@@ -168,7 +237,7 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     trainer.train(resume_from_checkpoint=resumed)
     log = trainer.state.log_history
     metrics: dict[str, Any] = {"prompts": len(env.rows), "duplicate_prompts_dropped": env.duplicates,
-                               "off_profile": off_profile,
+                               "off_profile": off_profile, **headroom,
                                **loss_metrics(log), **loss_metrics(log, "reward"), **loss_metrics(log, "reward_std"),
                                **loss_metrics(log, "frac_reward_zero_std")}
     if episodes:

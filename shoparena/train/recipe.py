@@ -45,7 +45,7 @@ STAGES: dict[str, str] = {
 """Stage name → module (the recipe's order). kto / grpo are imported lazily."""
 BUILTIN_RECIPES = ("tiny", "cpu-mini", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit",
                    "cpu-mini-rs", "cpu-mini-teacher", "cpu-mini-kto",
-                   "cpu-mini-grpo", "paper")
+                   "cpu-mini-grpo", "cpu-mini-grpo-headroom", "paper")
 MANIFEST = "manifest.json"
 FORMAT = "shoparena-train/1"
 

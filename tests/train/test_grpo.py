@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
-from shoparena.train.grpo import GRPOConfig, train_grpo, trl_config
+from shoparena.errors import DataError, NotFoundError
+from shoparena.train.grpo import GRPOConfig, headroom_problems, train_grpo, trl_config
 from shoparena.train.reward import blended_reward, mean_step_match
 from shoparena.train.rollout import RolloutEnv, run_token_episode, run_token_episodes, tool_suffix_ids
 
@@ -178,6 +179,53 @@ def test_train_grpo_steps_and_resume(overfit_model: Path, rl_world: RLWorld, tmp
     assert resumed.resumed_from is not None and resumed.resumed_from.endswith("checkpoint-1")
     assert resumed.steps == 2
     assert resumed.checkpoint_sha256 == full.checkpoint_sha256
+
+
+def _run_dir(root: Path, outcomes: dict[str, list[bool]]) -> Path:
+    """A harness run directory's ``runs.jsonl`` (the records ``run_agents`` writes, one per sample)."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"problem_id": pid, "sample": i, "status": "SUCCESS", "error": None, "seconds": 1.0,
+                         "steps": 3, "calls": 4, "success": ok})
+             for pid, oks in outcomes.items() for i, ok in enumerate(oks)]
+    (root / "runs.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_headroom_keeps_problems_solved_sometimes(tmp_path: Path) -> None:
+    """training.md §3 (stage 5 converts pass@k headroom): solved at least once, and at most max_success_rate."""
+    run = _run_dir(tmp_path / "run", {"once": [True], "never": [False, False], "half": [False, True],
+                                      "always": [True, True]})
+    room = headroom_problems(run)
+    assert room.problems == ("always", "half", "once")
+    assert room.samples == {"once": 1, "never": 2, "half": 2, "always": 2} and room.solved["half"] == 1
+    assert headroom_problems(run, max_success_rate=0.75).problems == ("half",)
+    _run_dir(tmp_path / "run", {"once": [True], "never": [False, True]})
+    assert headroom_problems(run).sha256 != room.sha256  # the record says which run it read
+    with pytest.raises(NotFoundError, match=r"runs\.jsonl missing"):
+        headroom_problems(tmp_path / "nowhere")
+    for bad in ('{"problem_id": "x", "success": "yes"}', "[1, 2]", "not json", '{"success": true}'):
+        (run / "runs.jsonl").write_text('{"problem_id": "a", "success": true}\n\n' + bad + "\n")
+        with pytest.raises(DataError, match="line 3 is not a run record"):
+            headroom_problems(run)
+    with pytest.raises(ValueError):
+        GRPOConfig(max_success_rate=0)
+
+
+def test_train_grpo_prompts_only_from_the_headroom(overfit_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
+    rows = rl_world.rows("grpo_train")
+    ids = [r["problem_id"] for r in rows]
+    assert len(set(ids)) == len(ids) > 1
+    run = _run_dir(tmp_path / "run", {ids[0]: [False, True], ids[1]: [False, False], "eval:not-a-train-row": [True]})
+    cfg = GRPOConfig(num_generations=2, batch_size=2, max_steps=1, max_turns=1, save_steps=1, prompts_from=str(run),
+                     **{**EPISODE, "max_completion_length": 1200})
+    res = train_grpo(overfit_model, rows, cfg, tmp_path / "out", catalog_dir=rl_world.catalog)
+    m = res.metrics
+    assert m["prompts"] == 1 and m["headroom_problems"] == 2 and m["rows_outside_headroom"] == len(rows) - 1
+    assert m["episodes"] == 2 and m["prompts_from_sha256"] == headroom_problems(run).sha256
+    _run_dir(run, {ids[1]: [False], "eval:not-a-train-row": [True]})  # no train problem with headroom: no run
+    with pytest.raises(DataError, match="none of its 1 problems with headroom"):
+        train_grpo(overfit_model, rows, cfg, tmp_path / "none", catalog_dir=rl_world.catalog)
+    assert not (tmp_path / "none" / "checkpoints").exists()
 
 
 def _sha(path: Path) -> str:

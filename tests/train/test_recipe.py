@@ -23,7 +23,7 @@ def test_builtin_recipes_load(name: str) -> None:
     # stage 1's later legs are SFT only; cpu-mini-teacher is stage 3 alone, continuing the last leg
     only = {"cpu-mini-sft2": ("sft",), "cpu-mini-sft3": ("sft",), "cpu-mini-freeze": ("sft",),
             "cpu-mini-fit": ("sft",), "cpu-mini-rs": ("rs",), "cpu-mini-teacher": ("teacher",),
-            "cpu-mini-kto": ("kto",), "cpu-mini-grpo": ("grpo",)}
+            "cpu-mini-kto": ("kto",), "cpu-mini-grpo": ("grpo",), "cpu-mini-grpo-headroom": ("grpo",)}
     assert recipe.stages == only.get(name, ("sft", "rs", "teacher", "kto", "grpo"))
     assert recipe.sft.lora is None or recipe.sft.lora.target_modules  # explicit LoRA targets (bug #11)
 
@@ -257,3 +257,16 @@ def test_cpu_mini_grpo_is_dr_grpo_over_the_served_rendering() -> None:
                                                                                           0.5, 1.0)
     assert (grpo.system, grpo.tools) == (fit.sft.system, fit.sft.tools)
     assert grpo.turn_max_tokens == MODELS.get("smollm2-135m").max_new_tokens
+
+
+def test_cpu_mini_grpo_headroom_is_cpu_mini_grpo_on_the_headroom() -> None:
+    """training.md §3 (stage 5 converts pass@k headroom): the same stage-5 settings, prompts narrowed to the train
+    problems stage 2's sampling of stage 1 solved."""
+    from shoparena.train.grpo import GRPOConfig
+
+    plain, _ = load_recipe("cpu-mini-grpo")
+    room, _ = load_recipe("cpu-mini-grpo-headroom")
+    a, b = GRPOConfig.model_validate(plain.grpo), GRPOConfig.model_validate(room.grpo)
+    assert a.prompts_from is None and b.prompts_from == "runs/cpu-mini-rs/rs/samples"
+    assert b.model_copy(update={"prompts_from": None, "max_steps": a.max_steps}) == a
+    assert room.base == plain.base and b.max_steps > a.max_steps
