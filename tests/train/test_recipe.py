@@ -131,6 +131,15 @@ def test_cli_tiny_sft_writes_a_manifest_and_resume_skips(train_world: TrainWorld
     assert again["skipped"] == ["sft"] and again["checkpoints"] == manifest["checkpoints"]
 
 
+def test_cli_help_names_every_builtin_recipe() -> None:
+    import re
+
+    from shoparena.cli.train import RECIPE_HELP
+
+    listed = re.search(r"\((.*):", RECIPE_HELP).group(1).split(", ")
+    assert listed == list(BUILTIN_RECIPES)
+
+
 def test_cli_bad_recipe_exits_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from shoparena.cli import main
 
