@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -83,11 +84,17 @@ def _plain(model_dir: Path, samples: list[dict[str, list[int]]], cfg: Any, out: 
 
 
 def _clock() -> Any:
-    """A ``TrainerCallback`` that times the train loop in wall and CPU seconds (``.wall``, ``.cpu``)."""
+    """A ``TrainerCallback`` that times the train loop in wall and CPU seconds (``.wall``, ``.cpu``) and keeps TRL's
+    last logged ``num_tokens`` (``.tokens``)."""
     from transformers import TrainerCallback
 
     class Clock(TrainerCallback):
-        wall = cpu = 0.0
+        wall = cpu = tokens = 0.0
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+                   **kw: Any) -> None:
+            if logs and "num_tokens" in logs:
+                self.tokens = float(logs["num_tokens"])
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             self._t, self._c = time.perf_counter(), time.process_time()
@@ -98,14 +105,16 @@ def _clock() -> Any:
     return Clock()
 
 
-def _kto_world(root: Path) -> list[dict[str, Any]]:
+def _rl_world(root: Path, export: str) -> tuple[list[dict[str, Any]], Path]:
+    """The rows of one export (``kto_train``, ``grpo_train``) of the RL tests' world — failed traces as well as
+    successes — and its catalog."""
     from shoparena.corpus.build import build_corpus
     from shoparena.corpus.export.common import read_jsonl_rows
     from shoparena.corpus.testing import seed_world
 
-    world = seed_world(root / "world", n_problems=6)  # the RL tests' world: failed traces as well as successes
+    world = seed_world(root / "world", n_problems=6)
     build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
-    return read_jsonl_rows(root / "corpus" / "kto_train.jsonl")
+    return read_jsonl_rows(root / "corpus" / f"{export}.jsonl"), world.catalog
 
 
 def _plain_kto(model_dir: Path, rows: list[dict[str, Any]], cfg: Any, out: Path) -> Any:
@@ -138,7 +147,7 @@ def _bench_kto(a: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        raw = _kto_world(root)
+        raw, _ = _rl_world(root, "kto_train")
         model_dir = build_tiny_qwen3(root / "tiny", seed=0) if a.model == "tiny" else Path(a.model)
         cfg = KTOConfig(max_steps=a.steps, batch_size=max(2, a.batch), max_length=a.max_length,
                         save_steps=max(1, a.steps // 2), learning_rate=1e-4, probe_every=a.steps + 1)
@@ -169,29 +178,6 @@ def _bench_kto(a: argparse.Namespace) -> None:
         print(f"wrapper end to end (prepare rows + train + merge + save): best {min(e2e):.1f} s")
 
 
-def _grpo_world(root: Path) -> tuple[list[dict[str, Any]], Path]:
-    from shoparena.corpus.build import build_corpus
-    from shoparena.corpus.export.common import read_jsonl_rows
-    from shoparena.corpus.testing import seed_world
-
-    world = seed_world(root / "world", n_problems=6)
-    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
-    return read_jsonl_rows(root / "corpus" / "grpo_train.jsonl"), world.catalog
-
-
-def _grpo_clock() -> Any:
-    """:func:`_clock` that also keeps TRL's last logged ``num_tokens`` (``.tokens``)."""
-    clock = _clock()
-    clock.tokens = 0.0
-
-    def on_log(args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
-        if logs and "num_tokens" in logs:
-            clock.tokens = float(logs["num_tokens"])
-
-    clock.on_log = on_log
-    return clock
-
-
 def _plain_grpo(model_dir: Path, rows: list[dict[str, Any]], catalog: Path, cfg: Any, out: Path) -> Any:
     import transformers
     import trl
@@ -207,7 +193,7 @@ def _plain_grpo(model_dir: Path, rows: list[dict[str, Any]], catalog: Path, cfg:
     model, tok = load_model(model_dir)
     args = trl_config(cfg, out)
     args.disable_tqdm = True
-    clock = _grpo_clock()
+    clock = _clock()
     trainer = trl.GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward], args=args,
                               train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in env.rows.values()]),
                               processing_class=tok, peft_config=peft_config(cfg),
@@ -225,17 +211,17 @@ def _bench_grpo(a: argparse.Namespace) -> None:
     played = rollout.run_token_episodes
     spent = [0.0]
 
-    def timed(*args: Any, **kw: Any) -> Any:  # the rollouts' share of a step, on both sides
+    def timed(*args: Any, **kw: Any) -> Any:  # the rollouts' share of a step
         t0 = time.perf_counter()
         try:
             return played(*args, **kw)
         finally:
             spent[0] += time.perf_counter() - t0
 
-    rollout.run_token_episodes = timed
-    with tempfile.TemporaryDirectory() as tmp:
+    # timed on both sides; patch.object puts the function back however the bench ends
+    with mock.patch.object(rollout, "run_token_episodes", timed), tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        rows, catalog = _grpo_world(root)
+        rows, catalog = _rl_world(root, "grpo_train")
         model_dir = build_tiny_qwen3(root / "tiny", seed=0) if a.model == "tiny" else Path(a.model)
         cfg = GRPOConfig(max_steps=a.steps, num_generations=4, batch_size=1, grad_accum=4, max_turns=4,
                          max_completion_length=a.max_length, turn_max_tokens=64, learning_rate=1e-5,
@@ -248,7 +234,7 @@ def _bench_grpo(a: argparse.Namespace) -> None:
                 if which == "plain":
                     clock = _plain_grpo(model_dir, rows, catalog, cfg, root / f"plain{i}")
                 else:
-                    clock = _grpo_clock()
+                    clock = _clock()
                     t0 = time.perf_counter()
                     train_grpo(model_dir, rows, cfg, root / f"wrap{i}", catalog_dir=catalog, callbacks=[clock])
                     e2e.append(time.perf_counter() - t0)
@@ -263,7 +249,6 @@ def _bench_grpo(a: argparse.Namespace) -> None:
         _ratios(a.repeats, [r[0] for r in runs["plain"]], [r[0] for r in runs["wrapper"]],
                 [r[1] for r in runs["plain"]], [r[1] for r in runs["wrapper"]])
         print(f"wrapper end to end (profile check + train + merge + save): best {min(e2e):.1f} s")
-    rollout.run_token_episodes = played
 
 
 def _ratios(repeats: int, plain: list[float], wrapped: list[float], plain_cpu: list[float],

@@ -38,7 +38,8 @@ from pydantic import Field, model_validator
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
-__all__ = ["GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward", "tool_match_reward", "train_grpo", "trl_config"]
+__all__ = ["GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward", "tool_match_reward",
+           "train_grpo", "trl_config"]
 
 
 class GRPOConfig(StageConfig):
@@ -133,8 +134,8 @@ def _in_headroom(rows: list[dict[str, Any]], config: GRPOConfig) -> tuple[list[d
     kept = [r for r in rows if r.get("problem_id") in keep]
     if not kept:
         raise DataError(f"grpo.prompts_from {config.prompts_from}: none of its {len(keep)} problems with headroom "
-                        f"(solved at least once, in at most {config.max_success_rate:.0%} of their samples) is among the "
-                        f"{len(rows)} GRPO rows", hint="sample the corpus's train problems with the input model")
+                        f"(solved at least once, in at most {config.max_success_rate:.0%} of their samples) is "
+                        f"among the {len(rows)} GRPO rows", hint="sample the corpus's train problems with the input model")
     return kept, {"prompts_from": config.prompts_from, "prompts_from_sha256": room.sha256,
                   "headroom_problems": len(keep), "rows_outside_headroom": len(rows) - len(kept)}
 

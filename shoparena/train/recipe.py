@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shoparena.errors import ConfigError, NotFoundError
+from shoparena.train import BUILTIN_RECIPES
 from shoparena.train.checkpoint import (
     checkpoint_sha256,
     load_stage,
@@ -43,9 +44,6 @@ STAGES: dict[str, str] = {
     "kto": "shoparena.train.kto", "grpo": "shoparena.train.grpo",
 }
 """Stage name → module (the recipe's order). kto / grpo are imported lazily."""
-BUILTIN_RECIPES = ("tiny", "cpu-mini", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit",
-                   "cpu-mini-rs", "cpu-mini-teacher", "cpu-mini-kto",
-                   "cpu-mini-grpo", "cpu-mini-grpo-headroom", "paper")
 MANIFEST = "manifest.json"
 FORMAT = "shoparena-train/1"
 
