@@ -44,6 +44,23 @@ def test_sft_loss_falls_and_the_checkpoint_is_plain(train_world: TrainWorld, tin
     assert load_stage(tmp_path / "s") == res
 
 
+def test_bf16_on_the_cpu_is_autocast_over_fp32_weights(train_world: TrainWorld, tiny_model: Path, tmp_path: Path
+                                                       ) -> None:
+    """``bf16: true`` on a CPU: bf16 autocast (the step changes), fp32 weights and checkpoint, same seed same bytes."""
+    from safetensors import safe_open
+
+    rows = train_world.sft_rows[:2]
+    cfg = _config(max_steps=6, lora=None, learning_rate=1e-2)
+    fp32 = train_sft(tiny_model, rows, [], cfg, tmp_path / "fp32")
+    runs = [train_sft(tiny_model, rows, [], cfg.model_copy(update={"bf16": True}), tmp_path / d) for d in "ab"]
+    losses = runs[0].metrics["losses"]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0] - 0.5, losses
+    assert losses != fp32.metrics["losses"]  # autocast really ran: bf16 products round differently
+    assert runs[0].checkpoint_sha256 == runs[1].checkpoint_sha256 != fp32.checkpoint_sha256
+    with safe_open(str(runs[0].model_dir / "model.safetensors"), "pt") as f:
+        assert {str(f.get_tensor(k).dtype) for k in f.keys()} == {"torch.float32"}
+
+
 class _Kill:
     """A trainer callback that interrupts the run after optimiser step ``at`` (its checkpoint already saved)."""
 
