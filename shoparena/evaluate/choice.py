@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.errors import DataError
-from shoparena.evaluate.judging import read_run_file
 from shoparena.tasks.types import Problem
+from shoparena.validator.run import read_run_file
 
 __all__ = ["COUNTS", "choice_summary"]
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.evaluate.choice import choice_summary
-from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary, read_run_file
+from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary
 from shoparena.evaluate.stats import (
     majority_success,
     mcnemar_exact,
@@ -41,6 +41,7 @@ from shoparena.evaluate.stats import (
 from shoparena.scoring.metrics import bootstrap_ci, strict_pass
 from shoparena.scoring.types import FIELDS
 from shoparena.tasks.types import ASR_BUCKETS, Problem
+from shoparena.validator.run import read_run_file
 
 __all__ = [
     "FORMAT", "EvalConfig", "ModelEntry", "evaluate_models", "parse_models", "partition_problems", "per_bucket",

@@ -29,12 +29,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.errors import ConfigError, DataError
 from shoparena.evaluate.stats import cohen_kappa, confusion, fleiss_kappa
 from shoparena.tasks.types import Problem
+from shoparena.validator.run import read_run_file
 
 __all__ = [
-    "JudgeEntry", "judge_figures", "judge_run", "judge_summary", "panel_figures", "parse_judges", "read_run_file",
+    "JudgeEntry", "judge_figures", "judge_run", "judge_summary", "panel_figures", "parse_judges",
 ]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -76,20 +77,6 @@ def parse_judges(specs: Sequence[str]) -> list[JudgeEntry]:
     if dupes:
         raise ConfigError(f"judge label {dupes[0]!r} is used twice", hint="name judges LABEL=SPEC")
     return out
-
-
-def read_run_file(path: Path) -> list[Any]:
-    """The rows of one of a run's JSONL files (a missing file → NotFoundError, a bad line → DataError)."""
-    if not path.is_file():
-        raise NotFoundError(f"{path}: missing (not a finished run)")
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise DataError(f"{path}:{i}: not JSON") from None
-    return rows
 
 
 def _sha(path: Path) -> str:

@@ -25,7 +25,6 @@ signal, and one it always solves carries none either (:func:`headroom_problems`)
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -106,19 +105,12 @@ def headroom_problems(run_dir: str | Path, max_success_rate: float = 1.0) -> Hea
     if not path.is_file():
         raise NotFoundError(f"grpo.prompts_from: no harness run at {run_dir} (runs.jsonl missing)",
                             hint="point it at stage 2's rs/samples or a `shoparena run --out` directory")
+    from shoparena.validator.run import run_records
+
     data = path.read_bytes()
     samples: Counter[str] = Counter()
     solved: Counter[str] = Counter()
-    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            rec = None
-        if (not isinstance(rec, dict) or not isinstance(rec.get("problem_id"), str)
-                or not isinstance(rec.get("success"), bool)):
-            raise DataError(f"{path}: line {n} is not a run record (a JSON object with problem_id and success)")
+    for rec in run_records(data, path):
         samples[rec["problem_id"]] += 1
         solved[rec["problem_id"]] += rec["success"]
     keep = sorted(p for p, k in samples.items() if solved[p] and solved[p] / k <= max_success_rate)

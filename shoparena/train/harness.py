@@ -56,7 +56,7 @@ def collect_successes(catalog_dir: str | os.PathLike[str], problems: Sequence[Pr
     from shoparena.corpus.export.common import BadRow, messages_of, tools_of
     from shoparena.corpus.normalize import iter_rollouts
     from shoparena.corpus.types import Trajectory
-    from shoparena.validator.run import RunConfig, run_agents
+    from shoparena.validator.run import RunConfig, run_agents, run_records
 
     if not problems:
         raise DataError("no train problems to sample", hint="the corpus's grpo_train.jsonl carries them")
@@ -67,7 +67,8 @@ def collect_successes(catalog_dir: str | os.PathLike[str], problems: Sequence[Pr
                                                     temperature=temperature, timeout_s=timeout_s,
                                                     concurrency=concurrency), out, progress=progress,
                    resume=resume)
-    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    runs_file = out / "runs.jsonl"
+    runs = run_records(runs_file.read_bytes(), runs_file)
     by_id = {p.problem_id: p for p in problems}
     trajs = list(iter_rollouts(out / "rollouts.jsonl", by_id))
     if len(trajs) != len(runs):

@@ -29,12 +29,53 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from shoparena.errors import DataError
+from shoparena.errors import DataError, NotFoundError
 from shoparena.tasks.types import Problem
 from shoparena.types import Mode
 from shoparena.validator.core import AgentSpec, ProblemResult, ValidatorConfig
 
-__all__ = ["RunConfig", "RunSummary", "finished_episodes", "run_agents", "validator_config"]
+__all__ = [
+    "RunConfig", "RunSummary", "finished_episodes", "read_run_file", "run_agents", "run_lines", "run_records",
+    "validator_config",
+]
+
+
+# ── reading a run back (the one reader of the files written below) ───────────────────────────────────────────
+
+
+def run_lines(data: bytes, path: Path) -> list[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line of a run's JSONL bytes (``path`` only names them); a line
+    that is not JSON → :class:`DataError` naming it."""
+    rows = []
+    for i, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append((i, json.loads(line)))
+            except ValueError:
+                raise DataError(f"{path}: line {i} is not JSON") from None
+    return rows
+
+
+def read_run_file(path: Path) -> list[Any]:
+    """The values of one of a run's JSONL files (``runs.jsonl``, ``rollouts.jsonl``, ``calls.jsonl``,
+    ``scores.jsonl``): a missing file → :class:`NotFoundError`, a line that is not JSON → :class:`DataError`."""
+    if not path.is_file():
+        raise NotFoundError(f"{path}: missing (not a finished run)")
+    return [v for _, v in run_lines(path.read_bytes(), path)]
+
+
+def run_records(data: bytes, path: Path) -> list[dict[str, Any]]:
+    """The status lines of a run's ``runs.jsonl`` bytes, each checked to be an object with a string ``problem_id``,
+    an integer ``sample`` ≥ 0 and a boolean ``success`` (a line that is not → :class:`DataError` naming it)."""
+    out = []
+    for i, rec in run_lines(data, path):
+        if (not isinstance(rec, dict) or not isinstance(rec.get("problem_id"), str)
+                or not isinstance(rec.get("success"), bool) or type(rec.get("sample")) is not int
+                or rec["sample"] < 0):
+            raise DataError(f"{path}: line {i} is not a run record (a JSON object with problem_id, sample and "
+                            "success)")
+        out.append(rec)
+    return out
 
 
 class RunConfig(BaseModel):

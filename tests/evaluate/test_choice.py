@@ -10,8 +10,8 @@ import pytest
 
 from shoparena.errors import DataError
 from shoparena.evaluate.choice import choice_summary
-from shoparena.evaluate.judging import read_run_file
 from shoparena.tasks.types import Problem, RewardItem
+from shoparena.validator.run import read_run_file
 
 
 def _problem(pid: str, *gt: str) -> Problem:

@@ -203,9 +203,10 @@ def test_headroom_keeps_problems_solved_sometimes(tmp_path: Path) -> None:
     assert headroom_problems(run).sha256 != room.sha256  # the record says which run it read
     with pytest.raises(NotFoundError, match=r"runs\.jsonl missing"):
         headroom_problems(tmp_path / "nowhere")
-    for bad in ('{"problem_id": "x", "success": "yes"}', "[1, 2]", "not json", '{"success": true}'):
-        (run / "runs.jsonl").write_text('{"problem_id": "a", "success": true}\n\n' + bad + "\n")
-        with pytest.raises(DataError, match="line 3 is not a run record"):
+    for bad in ('{"problem_id": "x", "sample": 0, "success": "yes"}', "[1, 2]", "not json",
+                '{"sample": 0, "success": true}', '{"problem_id": "x", "success": true}'):
+        (run / "runs.jsonl").write_text('{"problem_id": "a", "sample": 0, "success": true}\n\n' + bad + "\n")
+        with pytest.raises(DataError, match=r"line 3 is not (JSON|a run record)"):
             headroom_problems(run)
     with pytest.raises(ValueError):
         GRPOConfig(max_success_rate=0)

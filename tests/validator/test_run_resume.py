@@ -15,8 +15,16 @@ from pathlib import Path
 import pytest
 
 from shoparena.agents import agent_path
-from shoparena.errors import DataError
-from shoparena.validator.run import PARTIAL, RunConfig, _read_partial, finished_episodes, run_agents
+from shoparena.errors import DataError, NotFoundError
+from shoparena.validator.run import (
+    PARTIAL,
+    RunConfig,
+    _read_partial,
+    finished_episodes,
+    read_run_file,
+    run_agents,
+    run_records,
+)
 from tests.worlds import small_world
 
 
@@ -183,3 +191,25 @@ def test_only_a_finished_run_of_the_same_config_with_scores_its_steps_give_is_le
     (bad / "summary.json").write_text("[]")
     with pytest.raises(DataError, match="not a run summary"):
         finished_episodes(bad, config, problems, scorer)
+
+
+def test_the_one_reader_reads_back_what_the_run_wrote(uninterrupted: Path, tmp_path: Path) -> None:
+    """read_run_file / run_records: the reader of every file run_agents writes (judging, choice, RS, GRPO)."""
+    runs_file = uninterrupted / "runs.jsonl"
+    assert read_run_file(runs_file) == _lines(runs_file)
+    records = run_records(runs_file.read_bytes(), runs_file)
+    assert [(r["problem_id"], r["sample"]) for r in records] == [(r["problem_id"], r["sample"])
+                                                                for r in _lines(runs_file)]
+    assert len(read_run_file(uninterrupted / "scores.jsonl")) == len(records) == 8
+    with pytest.raises(NotFoundError, match="missing"):
+        read_run_file(tmp_path / "runs.jsonl")
+    good = runs_file.read_bytes().splitlines()[0]
+    for bad, why in ((b"{not json", "line 3 is not JSON"), (b'{"problem_id": 1, "sample": 0, "success": true}',
+                     "line 3 is not a run record"), (b'{"problem_id": "p", "sample": -1, "success": true}',
+                     "line 3 is not a run record"), (b'{"problem_id": "p", "sample": true, "success": true}',
+                     "line 3 is not a run record"), (b'{"problem_id": "p", "sample": 0, "success": 1}',
+                     "line 3 is not a run record")):
+        data = good + b"\n\n" + bad + b"\n"
+        with pytest.raises(DataError, match=why):
+            run_records(data, runs_file)
+    assert len(run_records(good + b"\n\n" + good + b"\n", runs_file)) == 2  # blank lines are not records
