@@ -1,10 +1,12 @@
 """Training benchmark: a stage wrapper against plain TRL on the same model, data and settings; the issue asks
 the wrapper to cost ≤ 5 %. ``--stage sft`` (default): :func:`shoparena.train.sft.train_sft` against
 ``SFTTrainer``; ``--stage kto``: :func:`shoparena.train.kto.train_kto` against ``KTOTrainer``; ``--stage grpo``:
-:func:`shoparena.train.grpo.train_grpo` against ``GRPOTrainer``.
+:func:`shoparena.train.grpo.train_grpo` against ``GRPOTrainer``; ``--stage precision``: ``train_sft`` in fp32 against
+``train_sft`` with ``bf16: true`` (on a CPU: bf16 autocast over fp32 weights), same rows, config and seed. ``--bf16``
+runs both sides of ``--stage sft`` in bf16.
 
-    python bench/train.py [--stage sft|kto|grpo] [--steps 20] [--repeats 2] [--model tiny|DIR] [--max-length 2048]
-                          [--batch 2]
+    python bench/train.py [--stage sft|kto|grpo|precision] [--steps 20] [--repeats 2] [--model tiny|DIR]
+                          [--max-length 2048] [--batch 2] [--bf16] [--threads 1]
 
 Setup (not timed): the seeded corpus world (:mod:`shoparena.corpus.testing` → ``build_corpus``) and the tiny Qwen3
 (or ``--model DIR``, e.g. a prepared SmolLM2); the samples are encoded once with :func:`encode_rows` for the plain
@@ -70,7 +72,7 @@ def _plain(model_dir: Path, samples: list[dict[str, list[int]]], cfg: Any, out: 
     args = trl.SFTConfig(output_dir=str(out), learning_rate=cfg.learning_rate, max_steps=cfg.max_steps,
                          per_device_train_batch_size=cfg.batch_size, max_length=cfg.max_length, logging_steps=1,
                          save_strategy="steps", save_steps=cfg.save_steps, seed=cfg.seed, data_seed=cfg.seed,
-                         use_cpu=True, bf16=False, report_to="none", disable_tqdm=True, gradient_checkpointing=False)
+                         use_cpu=True, bf16=cfg.bf16, report_to="none", disable_tqdm=True, gradient_checkpointing=False)
     lora = peft.LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, target_modules="all-linear",
                            task_type="CAUSAL_LM")
     trainer = trl.SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(samples), processing_class=tok,
@@ -260,9 +262,33 @@ def _ratios(repeats: int, plain: list[float], wrapped: list[float], plain_cpu: l
                   f"ratio {ratio:.3f} (overhead {100 * (1 - ratio):+.1f} %)")
 
 
+def _bench_precision(a: argparse.Namespace, model_dir: Path, rows: list[dict[str, Any]], cfg: Any,
+                     root: Path) -> None:
+    """``train_sft`` fp32 against bf16 (autocast on a CPU), alternating; tokens/s, per CPU-second, and the losses."""
+    from shoparena.train.sft import train_sft
+
+    runs: dict[str, list[Any]] = {"fp32": [], "bf16": []}
+    for i in range(a.repeats):
+        for which in (("fp32", "bf16") if i % 2 == 0 else ("bf16", "fp32")):
+            res = train_sft(model_dir, rows, [], cfg.model_copy(update={"bf16": which == "bf16"}),
+                            root / f"{which}{i}")
+            runs[which].append(res)
+        f, b = runs["fp32"][-1], runs["bf16"][-1]
+        print(f"repeat {i}: tokens/s fp32 {f.tokens_per_s:,.1f}  bf16 {b.tokens_per_s:,.1f}; mean train loss "
+              f"fp32 {f.metrics['train_loss']:.4f}  bf16 {b.metrics['train_loss']:.4f}")
+    print(f"model {a.model}: {a.steps} steps × batch {a.batch}, max_length {a.max_length}, {a.threads} torch "
+          f"thread(s), {runs['fp32'][0].metrics['train_tokens_seen']:,.0f} tokens a run")
+    for unit, key in (("tokens/s (wall)", lambda r: r.tokens_per_s),
+                      ("tokens per CPU-second", lambda r: r.metrics["train_tokens_seen"] / r.metrics["train_cpu_s"])):
+        for name, pick in (("best", max), ("median", statistics.median)):
+            f, b = pick(key(r) for r in runs["fp32"]), pick(key(r) for r in runs["bf16"])
+            print(f"train loop, {unit}, {name} of {a.repeats}: fp32 {f:,.1f}  bf16 {b:,.1f}  ratio bf16/fp32 "
+                  f"{b / f:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stage", choices=("sft", "kto", "grpo"), default="sft")
+    ap.add_argument("--stage", choices=("sft", "kto", "grpo", "precision"), default="sft")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--model", default="tiny")
@@ -270,6 +296,8 @@ def main() -> None:
                     help="default 2048 for sft, 8192 for kto (KTO rows are whole trajectories up to a turn), "
                          "1536 for grpo (an episode's token budget)")
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--bf16", action="store_true", help="sft: both sides with bf16 (autocast on a CPU)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
     a = ap.parse_args()
     if a.max_length is None:
         a.max_length = {"kto": 8192, "grpo": 1536}.get(a.stage, 2048)
@@ -277,7 +305,7 @@ def main() -> None:
     import torch
     import transformers
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     if a.stage in ("kto", "grpo"):
         (_bench_kto if a.stage == "kto" else _bench_grpo)(a)
         return
@@ -293,7 +321,10 @@ def main() -> None:
         model_dir = build_tiny_qwen3(root / "tiny", seed=0) if a.model == "tiny" else Path(a.model)
         cfg = SFTConfig(max_steps=a.steps, batch_size=a.batch, max_length=a.max_length, truncation="keep_start",
                         compact=CompactConfig(max_items=3, max_chars=600), save_steps=max(1, a.steps // 2),
-                        learning_rate=1e-3, lora=LoraConfig(r=8, alpha=16))
+                        learning_rate=1e-3, lora=LoraConfig(r=8, alpha=16), bf16=a.bf16)
+        if a.stage == "precision":
+            _bench_precision(a, model_dir, rows, cfg, root)
+            return
         tok = transformers.AutoTokenizer.from_pretrained(model_dir)
         samples = encode_rows(tok, rows, cfg.format()).samples
         plain, wrapped, e2e, plain_cpu, wrapped_cpu = [], [], [], [], []
