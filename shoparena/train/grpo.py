@@ -72,7 +72,8 @@ class GRPOConfig(StageConfig):
     """Only rows that offer exactly these tools (SFT's ``tools``)."""
     prompts_from: str | None = None
     """A harness run directory (its ``runs.jsonl``) of the input model on the train problems: only the problems it
-    solved at least once and in at most ``max_success_rate`` of its samples become prompts (module docstring)."""
+    solved at least once and in at most ``max_success_rate`` of its samples become prompts (module docstring). In a
+    recipe, ``{out}`` stands for the run's output directory: ``{out}/rs/samples`` is stage 2's sampling in the run."""
     max_success_rate: float = Field(1.0, gt=0, le=1)
     # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 

@@ -37,7 +37,7 @@ from shoparena.train.sft import SFTConfig
 from shoparena.train.teacher import TeacherConfig
 from shoparena.train.types import StageResult
 
-__all__ = ["BUILTIN_RECIPES", "STAGES", "Recipe", "TrainManifest", "load_recipe", "run_recipe"]
+__all__ = ["BUILTIN_RECIPES", "RUN_DIR", "STAGES", "Recipe", "TrainManifest", "in_run", "load_recipe", "run_recipe"]
 
 STAGES: dict[str, str] = {
     "sft": "shoparena.train.sft", "rs": "shoparena.train.rs", "teacher": "shoparena.train.teacher",
@@ -277,7 +277,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
                 manifest.seeds[name] = getattr(config, "seed", recipe.seed)
                 result = mod.train_kto(model, _rows(corpus, "kto_train"), config, sdir, **common)
             else:
-                config = _stage_config(mod, "GRPOConfig", recipe.grpo, name)
+                config = _stage_config(mod, "GRPOConfig", in_run(recipe.grpo, out), name)
                 manifest.seeds[name] = getattr(config, "seed", recipe.seed)
                 result = mod.train_grpo(model, _rows(corpus, "grpo_train"), config, sdir, catalog_dir=catalog_dir,
                                         **common)
@@ -295,6 +295,20 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     manifest.wall_s = round(time.perf_counter() - t0, 3)
     _write_manifest(out, manifest)
     return manifest
+
+
+RUN_DIR = "{out}"
+"""Stands for the recipe run's output directory in a stage's path settings (``grpo.prompts_from:
+"{out}/rs/samples"``: stage 2's sampling of stage 1 in the same run); the stage key keeps the placeholder, so the
+same recipe keys the same wherever it runs."""
+
+
+def in_run(data: dict[str, Any], out: Path) -> dict[str, Any]:
+    """A stage's settings with :data:`RUN_DIR` in ``prompts_from`` replaced by the run's output directory."""
+    value = data.get("prompts_from")
+    if isinstance(value, str) and RUN_DIR in value:
+        return {**data, "prompts_from": value.replace(RUN_DIR, str(out))}
+    return data
 
 
 def _stage_config(mod: Any, cls_name: str, data: dict[str, Any], stage: str) -> Any:

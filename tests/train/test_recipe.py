@@ -279,3 +279,28 @@ def test_cpu_mini_grpo_headroom_is_cpu_mini_grpo_on_the_headroom() -> None:
     assert a.prompts_from is None and b.prompts_from == "runs/cpu-mini-rs/rs/samples"
     assert b.model_copy(update={"prompts_from": None, "max_steps": a.max_steps}) == a
     assert room.base == plain.base and b.max_steps > a.max_steps
+
+
+def test_grpo_prompts_from_names_the_runs_own_directory(rl_world: Any, tmp_path: Path) -> None:
+    """``prompts_from: "{out}/…"``: a chained recipe points stage 5 at a harness run inside its own output directory
+    (stage 2's ``rs/samples``), wherever the run is written; the key keeps the placeholder."""
+    from shoparena.train.recipe import RUN_DIR, in_run
+
+    assert in_run({"prompts_from": f"{RUN_DIR}/rs/samples", "w": 0.5}, tmp_path) == {
+        "prompts_from": f"{tmp_path}/rs/samples", "w": 0.5}
+    assert in_run({"prompts_from": "runs/x"}, tmp_path) == {"prompts_from": "runs/x"}
+    pid = next(r["problem_id"] for r in rl_world.rows("grpo_train"))
+    text = ("name: room\nbase: tiny\nstages: [grpo]\ngrpo:\n  max_steps: 1\n  num_generations: 2\n  batch_size: 2\n"
+            "  max_turns: 1\n  max_completion_length: 1024\n  turn_max_tokens: 64\n  save_steps: 1\n"
+            "  prompts_from: '{out}/samples'\n")
+    (tmp_path / "room.yaml").write_text(text)
+    recipe, recipe_text = load_recipe(str(tmp_path / "room.yaml"))
+    for where in ("a", "b"):
+        out = tmp_path / where
+        (out / "samples").mkdir(parents=True)
+        (out / "samples" / "runs.jsonl").write_text(
+            json.dumps({"problem_id": pid, "sample": 0, "success": True}) + "\n")
+        run_recipe(recipe, rl_world.corpus, out, catalog_dir=rl_world.catalog, recipe_text=recipe_text)
+    stages = [json.loads((tmp_path / w / "grpo" / "stage.json").read_text()) for w in "ab"]
+    assert [s["metrics"]["prompts_from"] for s in stages] == [str(tmp_path / w / "samples") for w in "ab"]
+    assert all(s["metrics"]["prompts"] == 1 for s in stages) and stages[0]["key_sha256"] == stages[1]["key_sha256"]
