@@ -6,7 +6,7 @@ reads a plain transformers checkpoint (adapters of the previous stage already me
 format (:mod:`shoparena.train.format`) is used for training, rollouts and evaluation."""
 
 BUILTIN_RECIPES: tuple[str, ...] = (
-    "tiny", "cpu-mini", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit", "cpu-mini-rs",
+    "tiny", "cpu-mini", "cpu-mini-v2", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit", "cpu-mini-rs",
     "cpu-mini-teacher", "cpu-mini-kto", "cpu-mini-grpo", "cpu-mini-grpo-headroom", "paper")
 """The recipes shipped in ``shoparena/train/recipes/`` (here, not in :mod:`shoparena.train.recipe`, so that the
 command's help can name them without importing the training stack)."""

@@ -32,9 +32,9 @@ pytest_plugins = ("tests.train.rl_fixtures",)  # the shared corpus / tiny-model 
 
 def test_cpu_mini_second_leg_trains_on_the_react_evaluations_tools() -> None:
     more, _ = load_recipe("cpu-mini-sft2")
-    first, _ = load_recipe("cpu-mini")
+    first, _ = load_recipe("cpu-mini-v2")
     assert sorted(more.sft.tools or ()) == sorted(PROFILES["upstream4"])  # what `react` evaluation offers
-    assert more.base == "runs/cpu-mini/sft/model" and more.sft.seed != first.sft.seed  # new data order
+    assert more.base == "runs/cpu-mini-v2/sft/model" and more.sft.seed != first.sft.seed  # new data order
     assert (more.sft.format(), more.sft.lora) == (first.sft.format(), first.sft.lora)  # served like the first leg
 
 
@@ -62,7 +62,7 @@ def test_cpu_mini_teacher_continues_sft_v4_served_the_same_way() -> None:
 def test_cpu_mini_freeze_starts_from_the_base_on_whole_trajectories_served_like_the_third_leg() -> None:
     freeze, _ = load_recipe("cpu-mini-freeze")
     third, _ = load_recipe("cpu-mini-sft3")
-    first, _ = load_recipe("cpu-mini")
+    first, _ = load_recipe("cpu-mini-v2")
     assert freeze.base == first.base  # stage 1 from the untrained SmolLM2, not a continuation
     assert freeze.sft.truncation == "drop"  # a row cut before its recommend turn is left out, not trained
     assert freeze.sft.format().model_copy(update={"truncation": "keep_start"}) == third.sft.format()
@@ -304,3 +304,28 @@ def test_grpo_prompts_from_names_the_runs_own_directory(rl_world: Any, tmp_path:
     stages = [json.loads((tmp_path / w / "grpo" / "stage.json").read_text()) for w in "ab"]
     assert [s["metrics"]["prompts_from"] for s in stages] == [str(tmp_path / w / "samples") for w in "ab"]
     assert all(s["metrics"]["prompts"] == 1 for s in stages) and stages[0]["key_sha256"] == stages[1]["key_sha256"]
+
+
+def test_cpu_mini_chains_the_five_stages_each_as_its_measured_recipe() -> None:
+    """Issue 10 (cpu-mini: the five stages on the CPU): stage 1 is cpu-mini-fit's data and rendering at 1e-3 in bf16
+    autocast; stages 2–5 are cpu-mini-rs, -teacher, -kto and -grpo-headroom served the same way, GRPO on the headroom
+    of stage 2's sampling in the same run (training.md §3)."""
+    from shoparena.train.grpo import GRPOConfig
+    from shoparena.train.kto import KTOConfig
+
+    mini, _ = load_recipe("cpu-mini")
+    fit, _ = load_recipe("cpu-mini-fit")
+    rs, _ = load_recipe("cpu-mini-rs")
+    kto, _ = load_recipe("cpu-mini-kto")
+    room, _ = load_recipe("cpu-mini-grpo-headroom")
+    assert tuple(mini.stages) == ("sft", "rs", "teacher", "kto", "grpo") and mini.base == fit.base
+    assert mini.sft.bf16 and mini.sft.learning_rate == 1e-3 > fit.sft.learning_rate
+    assert mini.sft.format() == fit.sft.format() and mini.sft.tools == fit.sft.tools and mini.sft.lora == fit.sft.lora
+    assert mini.rs.model_copy(update={"bf16": False}) == rs.rs
+    assert mini.teacher.format() == mini.sft.format() and mini.teacher.tools == mini.sft.tools
+    assert mini.teacher.teacher == "policy:expert" and mini.teacher.upsample_factor == 3  # paper §4
+    a, b = KTOConfig.model_validate(mini.kto), KTOConfig.model_validate(kto.kto)
+    assert a.model_copy(update={"max_rows": b.max_rows}) == b and a.max_rows < b.max_rows
+    g, h = GRPOConfig.model_validate(mini.grpo), GRPOConfig.model_validate(room.grpo)
+    assert g.prompts_from == "{out}/rs/samples" and g.max_steps <= h.max_steps
+    assert g.model_copy(update={"prompts_from": h.prompts_from, "max_steps": h.max_steps}) == h
