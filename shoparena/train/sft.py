@@ -55,7 +55,7 @@ class SFTConfig(StageConfig):
     lr_scheduler: str = "linear"
     bf16: bool = False
     """bf16 mixed precision: bf16 weights on a GPU; on the CPU fp32 weights under bf16 autocast (opt-in: about
-    1.8× the fp32 step on a CPU with AVX512-BF16, README "Performance"; much slower on CPUs without it)."""
+    1.7× the fp32 tokens/s on a CPU with AVX512-BF16, `bench/train.py --stage precision`; slower on CPUs without it)."""
     gradient_checkpointing: bool = False
     full_determinism: bool = False
     """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
