@@ -249,9 +249,8 @@ def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, proble
         return None
     files = {name: d / f"{name}.jsonl" for name in ("runs", "rollouts", "scores", "calls")}
     try:
-        rows = {name: [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
-                for name, path in files.items()}
-    except (OSError, orjson.JSONDecodeError) as e:
+        rows = {name: read_run_file(path) for name, path in files.items()}
+    except (OSError, NotFoundError, DataError) as e:
         raise DataError(f"{d}: the finished run's files cannot be read ({e})",
                         hint="reuse only a complete run directory") from None
     if not len(rows["runs"]) == len(rows["rollouts"]) == len(rows["scores"]):
