@@ -1,7 +1,8 @@
 """``hf:<path>`` — a local transformers causal LM with its own chat template and Qwen3 tool calling.
 
 Loads tokenizer and model from local files only (never the hub), puts the model in ``eval()`` mode and generates
-under ``torch.inference_mode()`` off the event loop (``asyncio.to_thread``), one generation per model at a time.
+under ``torch.inference_mode()`` off the event loop (``asyncio.to_thread``), one generation per model at a time; a gateway request whose run closes is dropped, waiting or part-way
+(:mod:`shoparena.llm.abandon`).
 The prompt is the tokenizer's chat template (``tools``, ``add_generation_prompt``, ``enable_thinking``); the
 completion is parsed as Qwen3 text (``<think>`` then ``<tool_call>`` blocks, :func:`parse_qwen3`) into an
 :class:`AssistantMessage`: reasoning → ``reasoning_content``, calls → ``tool_calls``, the rest → ``content``.
@@ -22,6 +23,7 @@ from typing import Any
 from shoparena.env.protocol_native import parse_qwen3
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
 from shoparena.errors import ConfigError, NotFoundError
+from shoparena.llm.abandon import ABANDON, abandoned, check_abandoned
 from shoparena.llm.compact import compact_messages, read_compact
 from shoparena.llm.types import ChatBackend, Sampling
 
@@ -42,6 +44,16 @@ def _import_hf() -> tuple[Any, Any]:
         raise ConfigError(f"the hf: backend needs torch and transformers ({exc.name} is not installed)",
                           hint="pip install 'shoparena[hf]'") from exc
     return torch, transformers
+
+
+class _StopWhenAbandoned:
+    """A ``generate`` stopping criterion (a callable over ``input_ids, scores``): every row stops once the
+    request's run has closed. transformers takes any such callable in ``stopping_criteria``."""
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.full((input_ids.shape[0],), abandoned(), dtype=torch.bool, device=input_ids.device)
 
 
 def completion_to_message(text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
@@ -193,7 +205,10 @@ class HFBackend:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if ABANDON.get() is not None:  # a gateway request: stop once its run closes (llm/abandon.py)
+            kwargs["stopping_criteria"] = [_StopWhenAbandoned()]
         with self._lock, torch.inference_mode():
+            check_abandoned()  # it waited for the model while its run closed
             if kwargs["do_sample"] and sampling.seed is not None:
                 devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
                 with _RNG_LOCK, torch.random.fork_rng(devices=devices):
@@ -201,6 +216,7 @@ class HFBackend:
                     out = self.model.generate(**inputs, **kwargs)
             else:
                 out = self.model.generate(**inputs, **kwargs)
+        check_abandoned()  # stopped part-way: no answer rather than a cut one
         results = []
         for row, n_prompt in zip(out[:, width:].tolist(), n_prompts, strict=True):
             new = self._completion_ids(row)

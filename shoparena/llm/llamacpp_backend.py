@@ -12,7 +12,8 @@ weights' hash) and run by llama.cpp's kernels.
 Concurrency: ``slots`` llama.cpp contexts share the memory-mapped weights; a request takes the free slot whose cached
 tokens share the longest prefix with its prompt, so a multi-turn episode keeps reusing its own KV cache (only the new
 tool result and generation prompt are evaluated each turn) while other episodes use other slots. ``threads`` are split
-across slots.
+across slots. A gateway request whose run closes stops at its next token or skips the slot it waited for
+(:mod:`shoparena.llm.abandon`), so a timed-out episode does not hold a slot the next ones need.
 
 Sampling: temperature 0 is greedy; otherwise top-k (the checkpoint's ``generation_config`` ``top_k``, else 50, as
 transformers does), top-p, temperature, then a draw seeded by the request's ``seed`` (a fixed default when none), so
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from shoparena.errors import ConfigError, NotFoundError
+from shoparena.llm.abandon import abandoned, check_abandoned
 from shoparena.llm.compact import read_compact
 from shoparena.llm.hf_backend import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -168,12 +170,15 @@ class LlamaCppBackend:
         slot = self._acquire(ids)
         new: list[int] = []
         try:
+            check_abandoned()  # it waited for a slot while its run closed (llm/abandon.py)
             llama = slot.llama
             llama.set_seed(_DEFAULT_SEED if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF)
             stream = llama.generate(ids, top_k=0 if greedy else self.top_k, top_p=sampling.top_p or 1.0, min_p=0.0,
                                     typical_p=1.0, temp=0.0 if greedy else float(sampling.temperature),
                                     repeat_penalty=1.0, reset=True)
             for token in stream:
+                if abandoned():
+                    break
                 new.append(int(token))
                 if token in self.eos_token_ids or len(new) >= max_new:
                     break
@@ -182,6 +187,7 @@ class LlamaCppBackend:
             stream.close()
         finally:
             self._release(slot)
+        check_abandoned()  # stopped part-way: no answer rather than a cut one
         text = self.tokenizer.decode(new, skip_special_tokens=False)
         return clip_completion(text, sampling.stop), len(ids), len(new)
 

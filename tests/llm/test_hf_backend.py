@@ -156,3 +156,57 @@ def test_missing_torch_is_a_config_error_with_install_hint(monkeypatch: pytest.M
     with pytest.raises(ConfigError, match="torch") as info:
         HFBackend(tmp_path)
     assert info.value.hint == "pip install 'shoparena[hf]'"
+
+
+def _count_forwards(backend: HFBackend, on_call=None) -> tuple[list[int], object]:
+    """A forward hook counting the model's forward passes (calling ``on_call(n)`` after each)."""
+    calls: list[int] = []
+
+    def hook(module, args, output) -> None:
+        calls.append(1)
+        if on_call is not None:
+            on_call(len(calls))
+
+    return calls, backend.model.register_forward_hook(hook)
+
+
+def test_a_request_whose_run_closed_while_it_waited_never_runs_the_model(hf_backend: HFBackend) -> None:
+    import threading
+
+    from shoparena.llm.abandon import Abandoned, abandon_when
+
+    gone = threading.Event()
+    gone.set()
+    calls, hook = _count_forwards(hf_backend)
+    try:
+        with abandon_when(gone), pytest.raises(Abandoned):
+            asyncio.run(hf_backend.chat(USER, TOOLS, Sampling(temperature=0.0, max_tokens=16)))
+    finally:
+        hook.remove()
+    assert calls == []
+
+
+def test_a_generation_stops_at_the_next_token_once_its_run_closes(hf_backend: HFBackend) -> None:
+    """llm/abandon.py: the run closes after the 3rd forward pass (prefill + 2 tokens); the generation stops there and
+    raises instead of returning a cut answer. Without the event the same request runs on (the control)."""
+    import threading
+
+    from shoparena.llm.abandon import Abandoned, abandon_when
+
+    greedy = Sampling(temperature=0.0, max_tokens=24)
+    calls, hook = _count_forwards(hf_backend)
+    try:
+        _, _, n_control = hf_backend.generate(USER, TOOLS, greedy)  # no gateway request: no abandon event
+    finally:
+        hook.remove()
+    assert n_control > 4 and len(calls) >= n_control  # the control really runs past where the run closes below
+
+    gone = threading.Event()
+    calls, hook = _count_forwards(hf_backend, on_call=lambda n: gone.set() if n == 3 else None)
+    try:
+        with abandon_when(gone), pytest.raises(Abandoned):
+            asyncio.run(hf_backend.chat(USER, TOOLS, greedy))  # through to_thread, as the gateway calls it
+    finally:
+        hook.remove()
+    assert len(calls) == 3
+    assert hf_backend.generate(USER, TOOLS, greedy)[2] == n_control  # the model is free and unchanged afterwards

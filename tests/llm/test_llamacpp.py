@@ -133,3 +133,42 @@ def test_compaction_recorded_with_the_checkpoint_is_applied(prepared: Path, tmp_
         assert long not in prompt and '"product_id": "0"' in prompt and '"product_id": "1"' not in prompt
     finally:
         lc.close()
+
+
+class _SetAfter:
+    """An event that reads as set from its ``n``-th look on (a run that closes while its answer is generated);
+    counts the looks."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.looks = n, 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        return self.looks >= self.n
+
+
+def test_an_abandoned_request_stops_generating_and_frees_its_slot(prepared: Path) -> None:
+    """llm/abandon.py: a request whose run closed while it waited for a slot never generates; one whose run closes
+    part-way stops at the next token and raises; the slot is free for the next request either way."""
+    pytest.importorskip("llama_cpp")
+    from shoparena.llm.abandon import Abandoned, abandon_when
+    from shoparena.llm.llamacpp_backend import LlamaCppBackend
+    from shoparena.llm.types import Sampling
+
+    messages = [{"role": "user", "content": "find a red dress under 700"}]
+    greedy = Sampling(temperature=0.0, max_tokens=20)
+    lc = LlamaCppBackend(prepared, dtype="F32", slots=1, threads=1)
+    try:
+        control = lc.generate(messages, None, greedy)
+        assert control[2] > 5  # the control runs past where the run closes below
+        waited = _SetAfter(1)
+        with abandon_when(waited), pytest.raises(Abandoned):  # type: ignore[arg-type]
+            lc.generate(messages, None, greedy)
+        assert waited.looks == 1  # checked once, after taking the slot, and never generated
+        midway = _SetAfter(4)
+        with abandon_when(midway), pytest.raises(Abandoned):  # type: ignore[arg-type]
+            lc.generate(messages, None, greedy)
+        assert midway.looks == 5  # the slot check, two tokens, the stop at the third, the final check
+        assert lc.generate(messages, None, greedy) == control  # one slot: it was released both times
+    finally:
+        lc.close()

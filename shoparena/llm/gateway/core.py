@@ -8,7 +8,8 @@ flight when their run closes land in :meth:`Gateway.orphan_calls` (the closed lo
 
 Inference: the OpenAI body is parsed with :mod:`shoparena.llm.wire` (the sampling fields only: ``messages`` and
 ``tools`` are checked for shape, hashed for the log and passed to the backend as they are); ``stream: true`` is
-answered with one server-sent-events body holding the whole message.
+answered with one server-sent-events body holding the whole message. A generation still running (or waiting for
+the model) when its run closes is abandoned (:mod:`shoparena.llm.abandon`) and answered 409, an orphan record.
 
 Hot path: a search call is a dict lookup for the token, one short lock for limits, the search itself (the
 pre-serialised JSON fast path of :class:`~shoparena.catalog.search.SearchService`), one attribution lookup and
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 from shoparena.clock import Clock
 from shoparena.env.protocol_native import coerce_reply
 from shoparena.errors import ConfigError
+from shoparena.llm.abandon import Abandoned, abandon_when
 from shoparena.llm.gateway.calllog import CallKind, CallRecord, EmittedCall
 from shoparena.llm.gateway.emitted import emitted_calls
 from shoparena.llm.gateway.runs import Limits, RunHandle, RunRegistry, RunState
@@ -52,8 +54,8 @@ JSON = "application/json"
 SSE = "text/event-stream"
 _ONE_MESSAGE = [{"role": "user", "content": ""}]
 _ERROR_TYPES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                405: "method_not_allowed", 413: "payload_too_large", 429: "rate_limited", 500: "server_error",
-                502: "backend_error"}
+                405: "method_not_allowed", 409: "run_closed", 413: "payload_too_large", 429: "rate_limited",
+                500: "server_error", 502: "backend_error"}
 
 
 def error_body(status: int, message: str, retry_after: float | None = None) -> bytes:
@@ -245,7 +247,10 @@ class Gateway:
             return refuse(400, validation_message(exc))
         try:
             backend = await self._backend(model)
-            reply = coerce_reply(await backend.chat(messages, tools or None, sampling))
+            with abandon_when(state.closed_event):  # the run closing drops this generation (llm/abandon.py)
+                reply = coerce_reply(await backend.chat(messages, tools or None, sampling))
+        except Abandoned as exc:  # the run closed first: nobody reads the answer (logged as an orphan call)
+            return refuse(409, str(exc))
         except Exception as exc:  # a backend failure is answered 502 and logged, never raised
             return refuse(502, f"{type(exc).__name__}: {exc}")
         emitted = emitted_calls(reply)
