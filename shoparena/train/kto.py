@@ -195,13 +195,25 @@ def probe_prompts(rows: Sequence[dict[str, Any]], size: int) -> list[dict[str, A
     return out
 
 
+GPU_PROBE_BATCH = 8
+"""Probe prompts per ``generate`` on a GPU (:class:`EmissionProbe`; not measured there yet)."""
+
+
 class EmissionProbe:
     """The real rate function: sample one turn per probe prompt and count parseable ``recommend_product`` calls.
-    Sampling is seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
+    The prompts are sampled ``batch`` at a time in one left-padded ``generate`` (GRPO's
+    :func:`~shoparena.train.rollout.sample_turns`); ``batch=None`` picks :data:`GPU_PROBE_BATCH` on a GPU, where
+    sampling one prompt at a time is launch-bound (the 8-prompt probe of the H200 run, 2026-11-27, took 160–190 s
+    while a KTO step took 2 s), and 1 on a CPU, where decoding is compute-bound and a batch pads every prompt to the
+    longest (``bench/kto_probe.py``: batched 0.34× one-at-a-time with the tiny model) — so CPU runs still sample one
+    prompt at a time. A turn ends at the tokenizer's or the generation config's end token (GRPO's rule). Sampling is seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
 
     def __init__(self, tokenizer: Any, probes: Sequence[dict[str, Any]], *, max_new_tokens: int = 256,
-                 temperature: float = 0.7, top_p: float = 0.95, seed: int = 0) -> None:
+                 temperature: float = 0.7, top_p: float = 0.95, seed: int = 0, batch: int | None = None) -> None:
+        if batch is not None and batch < 1:
+            raise ValueError("batch must be at least 1")
         self.tokenizer = tokenizer
+        self.batch = batch
         self.probes = list(probes)
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -212,26 +224,31 @@ class EmissionProbe:
         import torch
 
         from shoparena.llm.hf_backend import completion_to_message
+        from shoparena.train.rollout import generation_eos, sample_turns
 
         assert not model.training, "sampling in train mode (training.md §7 bug #2)"
         if not self.probes:
             return 1.0
+        eos_ids = sorted({self.tokenizer.eos_token_id, *generation_eos(model)} - {None})
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos_ids[0]
+        contexts = []
+        for probe in self.probes:
+            tools = json.loads(probe["tools"]) if isinstance(probe["tools"], str) else probe["tools"]
+            text = self.tokenizer.apply_chat_template(probe["prompt"], tools=tools, tokenize=False,
+                                                      add_generation_prompt=True)
+            contexts.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         hits = 0
-        device = next(model.parameters()).device
-        with torch.random.fork_rng(devices=[]):
+        cuda = next(model.parameters()).is_cuda
+        batch = self.batch or (GPU_PROBE_BATCH if cuda else 1)
+        with torch.random.fork_rng(devices=[next(model.parameters()).device.index or 0] if cuda else []):
             torch.manual_seed(self.seed)
-            for probe in self.probes:
-                tools = json.loads(probe["tools"]) if isinstance(probe["tools"], str) else probe["tools"]
-                text = self.tokenizer.apply_chat_template(probe["prompt"], tools=tools, tokenize=False,
-                                                          add_generation_prompt=True)
-                ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False).to(device)
-                sample = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p} \
-                    if self.temperature > 0 else {"do_sample": False}
-                out = model.generate(**ids, max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                                     eos_token_id=self.tokenizer.eos_token_id, **sample)
-                reply = self.tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=False)
-                reply = reply.split(self.tokenizer.eos_token)[0] if self.tokenizer.eos_token else reply
-                hits += any(c.name == RECOMMEND for c in completion_to_message(reply).tool_calls)
+            for i in range(0, len(contexts), batch):  # one left-padded generate per batch of prompts
+                chunk = contexts[i:i + batch]
+                turns = sample_turns(model, chunk, [self.max_new_tokens] * len(chunk), eos_ids, pad,
+                                     self.temperature, self.top_p)
+                for turn in turns:
+                    reply = self.tokenizer.decode([t for t in turn if t not in eos_ids], skip_special_tokens=False)
+                    hits += any(c.name == RECOMMEND for c in completion_to_message(reply).tool_calls)
         return hits / len(self.probes)
 
 

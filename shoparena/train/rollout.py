@@ -40,8 +40,8 @@ from shoparena.llm.compact import compact_messages
 from shoparena.train.format import parse_tools, with_system
 from shoparena.train.reward import blended_reward, mean_step_match
 
-__all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode",
-           "run_token_episodes", "tool_suffix_ids"]
+__all__ = ["RolloutEnv", "TokenEpisode", "generation_eos", "prompt_key", "render_prompt_ids", "run_token_episode",
+           "run_token_episodes", "sample_turns", "tool_suffix_ids"]
 
 _STAND_IN = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
              {"role": "assistant", "content": "a", "reasoning_content": "r"}]
@@ -144,7 +144,7 @@ class RolloutEnv:
             raise DataError(f"GRPO row {row.get('problem_id', '?')}: unreadable problem ({exc})") from None
 
 
-def _sample_batch(model: Any, contexts: list[list[int]], max_new: list[int], eos_ids: list[int], pad_id: int,
+def sample_turns(model: Any, contexts: list[list[int]], max_new: list[int], eos_ids: list[int], pad_id: int,
                   temperature: float, top_p: float) -> list[list[int]]:
     """One turn for each context, generated together (left padding), each cut after its first end-of-turn token
     and at its own token budget."""
@@ -252,14 +252,14 @@ def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequen
                        w: float = 0.5) -> list[TokenEpisode]:
     """Play one episode per row with ``model`` (module docstring), in lockstep: each turn of every unfinished
     episode is sampled in one batched ``generate`` call."""
-    eos_ids = sorted({tokenizer.eos_token_id, *_generation_eos(model)} - {None})
+    eos_ids = sorted({tokenizer.eos_token_id, *generation_eos(model)} - {None})
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
     while True:
         asks = [(p, req) for p in players if not p.done and (req := p.request()) is not None]
         if not asks:
             break
-        turns = _sample_batch(model, [req[0] for _, req in asks], [req[1] for _, req in asks], eos_ids, pad,
+        turns = sample_turns(model, [req[0] for _, req in asks], [req[1] for _, req in asks], eos_ids, pad,
                               temperature, top_p)
         for (player, _), sampled in zip(asks, turns, strict=True):
             player.consume(sampled)
@@ -272,7 +272,8 @@ def run_token_episode(model: Any, tokenizer: Any, env: RolloutEnv, row: dict[str
     return run_token_episodes(model, tokenizer, env, [row], **settings)[0]
 
 
-def _generation_eos(model: Any) -> list[int]:
+def generation_eos(model: Any) -> list[int]:
+    """The end-of-turn token ids of ``model``'s generation config (a list, possibly empty)."""
     config = getattr(model, "generation_config", None)
     eos = getattr(config, "eos_token_id", None)
     return list(eos) if isinstance(eos, list) else [eos] if eos is not None else []

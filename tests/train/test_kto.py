@@ -218,6 +218,31 @@ def test_real_sampler_counts_recommend_calls(tiny_model: Path, overfit_model: Pa
     assert 0.0 < rates[1] < 1.0
 
 
+def test_the_probe_samples_its_prompts_in_batches(overfit_model: Path, rl_world: RLWorld) -> None:
+    """One left-padded generate per ``batch`` prompts (one per prompt took minutes on the GPU run; the default is one
+    at a time on a CPU), and the recommend calls of a batched sample are counted as one at a time counts them."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    probes = [{"prompt": r["prompt"], "tools": r["tools"]} for r in rl_world.rows("grpo_train")[:1]] * 6
+    model = AutoModelForCausalLM.from_pretrained(overfit_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(overfit_model)
+    generate, widths = model.generate, []
+
+    def counted(**kw: Any) -> Any:
+        widths.append(int(kw["input_ids"].shape[0]))
+        return generate(**kw)
+
+    model.generate = counted
+    rates = {}
+    for batch in (None, 1, 4, 6):
+        widths.clear()
+        rates[batch] = EmissionProbe(tokenizer, probes, max_new_tokens=64, temperature=1.0, batch=batch)(model)
+        assert widths == {None: [1] * 6, 1: [1] * 6, 4: [4, 2], 6: [6]}[batch]  # None on a CPU: one at a time
+    assert all(0.0 < r < 1.0 for r in rates.values()), rates  # some samples recommend, some search
+    with pytest.raises(ValueError, match="batch"):
+        EmissionProbe(tokenizer, probes, batch=0)
+
+
 def test_train_kto_finite_loss_merged_model_and_resume(tiny_model: Path, rl_world: RLWorld, tmp_path: Path) -> None:
     rows = rl_world.rows("kto_train")
     full = train_kto(tiny_model, rows, KTOConfig(**FAST), tmp_path / "full", rate_fn=lambda m: 1.0)
