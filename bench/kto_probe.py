@@ -6,7 +6,7 @@ one-at-a-time probe of 8 prompts took minutes where a KTO step took 2 s; this me
                               [--max-length 14336] [--system harness] [--turn-tokens 256] [--threads 2]
 
 Setup (not timed): the model (default: the tiny Qwen3, built here), the corpus's ``kto_train`` rows (default: the
-seeded corpus world) prepared as ``train_kto`` prepares them (tool-less rows kept, ``fit_kto_turns`` when
+seeded corpus world) prepared as ``train_kto`` prepares them (``fit_kto_turns`` when
 ``--turn-tokens``, ``kto_rows``, ``fitting_rows``), and the probe set (:func:`probe_prompts`, ``--size``). Timed, in
 the order one-at-a-time, batched, one-at-a-time, batched: one probe call each, at the recipe's sampling settings
 (T 0.7, top-p 0.95, seed 0). Figures: seconds per probe call, generated tokens per second, the rate each measured
