@@ -1,11 +1,11 @@
 """``hf:<path>`` — a local transformers causal LM with its own chat template and Qwen3 tool calling.
 
 Loads tokenizer and model from local files only (never the hub), puts the model in ``eval()`` mode and generates
-under ``torch.inference_mode()`` off the event loop (``asyncio.to_thread``), one generation per model at a time; a gateway request whose run closes is dropped, waiting or part-way
-(:mod:`shoparena.llm.abandon`).
-The prompt is the tokenizer's chat template (``tools``, ``add_generation_prompt``, ``enable_thinking``); the
-completion is parsed as Qwen3 text (``<think>`` then ``<tool_call>`` blocks, :func:`parse_qwen3`) into an
-:class:`AssistantMessage`: reasoning → ``reasoning_content``, calls → ``tool_calls``, the rest → ``content``.
+under ``torch.inference_mode()`` off the event loop (``asyncio.to_thread``), one generation per model at a time; a
+gateway request whose run closes is dropped, waiting or part-way (:mod:`shoparena.llm.abandon`). The prompt is the
+tokenizer's chat template (``tools``, ``add_generation_prompt``, ``enable_thinking``); the completion is parsed as
+Qwen3 text (``<think>`` then ``<tool_call>`` blocks, :func:`parse_qwen3`) into an :class:`AssistantMessage`:
+reasoning → ``reasoning_content``, calls → ``tool_calls``, the rest → ``content``.
 
 Sampling: temperature 0 is greedy; otherwise multinomial sampling with ``temperature``/``top_p`` (and the model's
 own ``top_k`` default, as vLLM does). A ``seed`` seeds the RNG in a forked state, so the same seed gives the same

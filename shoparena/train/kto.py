@@ -206,7 +206,8 @@ class EmissionProbe:
     sampling one prompt at a time is launch-bound (the 8-prompt probe of the H200 run, 2026-11-27, took 160–190 s
     while a KTO step took 2 s), and 1 on a CPU, where decoding is compute-bound and a batch pads every prompt to the
     longest (``bench/kto_probe.py``: batched 0.34× one-at-a-time with the tiny model) — so CPU runs still sample one
-    prompt at a time. A turn ends at the tokenizer's or the generation config's end token (GRPO's rule). Sampling is seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
+    prompt at a time. A turn ends at the tokenizer's or the generation config's end token (GRPO's rule). Sampling is
+    seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
 
     def __init__(self, tokenizer: Any, probes: Sequence[dict[str, Any]], *, max_new_tokens: int = 256,
                  temperature: float = 0.7, top_p: float = 0.95, seed: int = 0, batch: int | None = None) -> None:
