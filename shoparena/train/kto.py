@@ -225,23 +225,17 @@ class EmissionProbe:
         import torch
 
         from shoparena.llm.hf_backend import completion_to_message
-        from shoparena.train.rollout import generation_eos, sample_turns
+        from shoparena.train.rollout import render_prompt_ids, sample_turns, turn_end_ids
 
         assert not model.training, "sampling in train mode (training.md §7 bug #2)"
         if not self.probes:
             return 1.0
-        eos_ids = sorted({self.tokenizer.eos_token_id, *generation_eos(model)} - {None})
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos_ids[0]
-        contexts = []
-        for probe in self.probes:
-            tools = json.loads(probe["tools"]) if isinstance(probe["tools"], str) else probe["tools"]
-            text = self.tokenizer.apply_chat_template(probe["prompt"], tools=tools, tokenize=False,
-                                                      add_generation_prompt=True)
-            contexts.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        eos_ids, pad = turn_end_ids(self.tokenizer, model)
+        contexts = [render_prompt_ids(self.tokenizer, probe["prompt"], probe["tools"]) for probe in self.probes]
         hits = 0
-        cuda = next(model.parameters()).is_cuda
-        batch = self.batch or (GPU_PROBE_BATCH if cuda else 1)
-        with torch.random.fork_rng(devices=[next(model.parameters()).device.index or 0] if cuda else []):
+        device = next(model.parameters()).device
+        batch = self.batch or (GPU_PROBE_BATCH if device.type == "cuda" else 1)
+        with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
             torch.manual_seed(self.seed)
             for i in range(0, len(contexts), batch):  # one left-padded generate per batch of prompts
                 chunk = contexts[i:i + batch]

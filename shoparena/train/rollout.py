@@ -40,8 +40,8 @@ from shoparena.llm.compact import compact_messages
 from shoparena.train.format import parse_tools, with_system
 from shoparena.train.reward import blended_reward, mean_step_match
 
-__all__ = ["RolloutEnv", "TokenEpisode", "generation_eos", "prompt_key", "render_prompt_ids", "run_token_episode",
-           "run_token_episodes", "sample_turns", "tool_suffix_ids"]
+__all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode", "run_token_episodes",
+           "sample_turns", "tool_suffix_ids", "turn_end_ids"]
 
 _STAND_IN = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
              {"role": "assistant", "content": "a", "reasoning_content": "r"}]
@@ -252,8 +252,7 @@ def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequen
                        w: float = 0.5) -> list[TokenEpisode]:
     """Play one episode per row with ``model`` (module docstring), in lockstep: each turn of every unfinished
     episode is sampled in one batched ``generate`` call."""
-    eos_ids = sorted({tokenizer.eos_token_id, *generation_eos(model)} - {None})
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    eos_ids, pad = turn_end_ids(tokenizer, model)
     players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
     while True:
         asks = [(p, req) for p in players if not p.done and (req := p.request()) is not None]
@@ -272,8 +271,11 @@ def run_token_episode(model: Any, tokenizer: Any, env: RolloutEnv, row: dict[str
     return run_token_episodes(model, tokenizer, env, [row], **settings)[0]
 
 
-def generation_eos(model: Any) -> list[int]:
-    """The end-of-turn token ids of ``model``'s generation config (a list, possibly empty)."""
+def turn_end_ids(tokenizer: Any, model: Any) -> tuple[list[int], int]:
+    """``(end-of-turn ids, pad id)`` for :func:`sample_turns`: the tokenizer's end token and those of ``model``'s
+    generation config; the tokenizer's pad token, else the first end id."""
     config = getattr(model, "generation_config", None)
     eos = getattr(config, "eos_token_id", None)
-    return list(eos) if isinstance(eos, list) else [eos] if eos is not None else []
+    configured = list(eos) if isinstance(eos, list) else [eos] if eos is not None else []
+    eos_ids = sorted({tokenizer.eos_token_id, *configured} - {None})
+    return eos_ids, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
