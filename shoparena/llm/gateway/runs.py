@@ -89,7 +89,7 @@ class Refusal(NamedTuple):
 class RunState:
     """Mutable state of one open run (counters, rate bucket, attribution, log)."""
 
-    __slots__ = ("_seq", "allowed", "attributor", "clock", "closed", "closed_event", "completion_tokens", "handle",
+    __slots__ = ("_seq", "allowed", "attributor", "clock", "closed_event", "completion_tokens", "handle",
                  "inference_calls", "limits", "lock", "records", "search_calls", "tokens", "tokens_at")
 
     def __init__(self, handle: RunHandle, allowed: frozenset[str] | None, clock: Clock | None = None) -> None:
@@ -101,13 +101,17 @@ class RunState:
         self.lock = threading.Lock()
         self.attributor = Attributor()
         self.records: list[CallRecord] = []
-        self.closed = False
         self.closed_event = threading.Event()
         """Set when the run closes: generations still running for it stop (:mod:`shoparena.llm.abandon`)."""
         self._seq = 0
         self.search_calls = self.inference_calls = self.completion_tokens = 0
         self.tokens = float(handle.limits.burst)
         self.tokens_at = self.clock.now()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run has closed (set under ``lock`` by :meth:`RunRegistry.close`)."""
+        return self.closed_event.is_set()
 
     def next_seq(self) -> int:
         with self.lock:
@@ -217,7 +221,6 @@ class RunRegistry:
             while len(self._closed) > self._remember_closed:
                 self._closed.popitem(last=False)
         with state.lock:
-            state.closed = True
             state.closed_event.set()
             return sorted(state.records, key=lambda r: r.seq)
 
