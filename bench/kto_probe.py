@@ -53,6 +53,13 @@ def main() -> None:
     ap.add_argument("--turn-tokens", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    for name in ("size", "batch", "max_new", "max_length", "threads"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.model is not None and not (a.model / "config.json").is_file():
+        ap.error(f"--model {a.model}: not a checkpoint directory (no config.json)")
+    if a.corpus is not None and not (a.corpus / "kto_train.jsonl").is_file():
+        ap.error(f"--corpus {a.corpus}: no kto_train.jsonl (build one with `shoparena corpus build`)")
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -75,6 +82,8 @@ def main() -> None:
             raw, _ = fit_kto_turns(raw, tokenizer, a.turn_tokens, system=a.system, compact=compact)
         probes = probe_prompts(fitting_rows(kto_rows(raw, system=a.system, compact=compact), tokenizer, a.max_length),
                                a.size)
+        if not probes:
+            ap.error(f"no probe prompt: no kto_train row recommending fits --max-length {a.max_length}")
         model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
         generate, made = model.generate, []
 
