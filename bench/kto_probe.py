@@ -1,4 +1,4 @@
-"""KTO's emission probe (training.md §4.3): the probe prompts sampled one at a time against ``batch`` at a time in
+"""KTO's emission probe (docs/training.md §4.3): the probe prompts sampled one at a time against ``batch`` at a time in
 one left-padded ``generate`` (:class:`shoparena.train.kto.EmissionProbe`). On the GPU run of 2026-11-27 the
 one-at-a-time probe of 8 prompts took minutes where a KTO step took 2 s; this measures the batched probe here.
 

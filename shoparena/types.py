@@ -12,7 +12,7 @@ __all__ = ["AXES", "FLAVORS", "MODES", "SEARCH_AXES", "STATUSES", "Axis", "Flavo
            "Status"]
 
 Status = Literal["SUCCESS", "FAILED", "TIMED_OUT"]
-"""How one problem's run ended: the ORO envelope status (shoppingbench.md §6.2), stored with every record."""
+"""How one problem's run ended: the ORO envelope status (docs/shoppingbench.md §6.2), stored with every record."""
 STATUSES: tuple[str, ...] = get_args(Status)
 
 Mode = Literal["upstream", "strict"]

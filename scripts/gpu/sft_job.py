@@ -2,7 +2,7 @@
 
 Runs, with the library's :func:`shoparena.train.sft.train_sft`:
 - ``s1``: stage 1 of cpu-mini on the corpus's four-tool SFT rows, from the base, LR sweep (``--s1-lrs``, default
-  {1e-4, 3e-4, 1e-3}) by held-out loss (training.md §3), ``--s1-epochs`` (4), batch 4 × accumulation 2,
+  {1e-4, 3e-4, 1e-3}) by held-out loss (docs/training.md §3), ``--s1-epochs`` (4), batch 4 × accumulation 2,
   max_length 8192 (SmolLM2's context, the one llama.cpp serves with), the compact rendering cpu-mini-sft3 uses
   (2 items × 800 characters);
 - ``s3``: stage 3 (teacher SFT) on ``teacher_rows.jsonl`` (``scripts/gpu/collect_teacher.py``) from s1's pick, or

@@ -1,4 +1,4 @@
-"""The arena API (arena.md §2.1, §6, §8, §14.2): FastAPI routes shaped like ORO's Backend over an :class:`Arena`.
+"""The arena API (docs/arena.md §2.1, §6, §8, §14.2): FastAPI routes shaped like ORO's Backend over an :class:`Arena`.
 
 Auth: every miner and validator route (all mutations included) needs the signed headers ``X-Hotkey``,
 ``X-Timestamp``, ``X-Nonce``, ``X-Signature`` checked by the verifier (``auth.RequestVerifier``: signature, ±60 s

@@ -1,4 +1,4 @@
-"""Signed requests (arena.md §10.1, ORO's ``bittensor-auth`` scheme).
+"""Signed requests (docs/arena.md §10.1, ORO's ``bittensor-auth`` scheme).
 
 Every mutating request carries ``X-Hotkey``, ``X-Timestamp`` (unix seconds), ``X-Nonce`` and ``X-Signature``,
 the hex sr25519 signature of ``"{hotkey}:{timestamp}:{nonce}"``. :class:`RequestVerifier` accepts a request when

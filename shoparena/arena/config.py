@@ -1,4 +1,4 @@
-"""The arena's knobs (arena.md §2.2, §6, §8): cooldowns, qualifying and race sizes, the incumbent-relative
+"""The arena's knobs (docs/arena.md §2.2, §6, §8): cooldowns, qualifying and race sizes, the incumbent-relative
 threshold with decay, X-of-Y validator agreement, leases, the daily cycle, eliminations, the code embargo and the
 agentic-richness weight of the score (paper §9, ``docs/incentives.md``).
 

@@ -1,4 +1,4 @@
-"""Miner and validator identities: real sr25519 keypairs from ``bittensor-wallet``, SS58 format 42 (arena.md §10.1).
+"""Miner and validator identities: real sr25519 keypairs from ``bittensor-wallet``, SS58 format 42 (docs/arena.md §10.1).
 
 A hotkey signs requests and owns a uid; a coldkey owns the stake. Simulations and tests use *dev keypairs*: a
 32-byte seed derived with BLAKE2b from ``(name, seed)`` so the same name and seed give the same SS58 address on

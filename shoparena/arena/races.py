@@ -1,4 +1,4 @@
-"""The race rules as pure functions (arena.md §8): the daily calendar, the qualifying threshold with decay, the
+"""The race rules as pure functions (docs/arena.md §8): the daily calendar, the qualifying threshold with decay, the
 commit-reveal seed, racer selection (one per hotkey, incumbent auto-qualifies), ranking, eliminations and the
 code-embargo calendar. The database side of the state machine is ``arena/state/racing.py``.
 

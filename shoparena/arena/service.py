@@ -1,4 +1,4 @@
-"""The arena backend (arena.md §2, §6, §8, §9): one :class:`Arena` over the arena tables in the trajectory store's
+"""The arena backend (docs/arena.md §2, §6, §8, §9): one :class:`Arena` over the arena tables in the trajectory store's
 database. Miners submit; validators claim leased work, heartbeat, report progress and complete; :meth:`Arena.tick`
 reaps lapsed leases and drives the race state machine; the public views respect the score and code embargoes.
 

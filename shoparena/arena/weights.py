@@ -1,4 +1,4 @@
-"""ORO's top-50 % weight rule (arena.md §9) as a pure function of (finishers, metagraph hotkeys, t_top, t_burn).
+"""ORO's top-50 % weight rule (docs/arena.md §9) as a pure function of (finishers, metagraph hotkeys, t_top, t_burn).
 
 1. Finishers whose hotkey is not in the metagraph are dropped first, and so is one at uid 0 (the burn sink:
    weight there is indistinguishable from burn); a hotkey listed twice keeps its best entry.

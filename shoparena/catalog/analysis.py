@@ -1,4 +1,4 @@
-"""Pyserini's default analyzer, reproduced: Anserini ``DefaultEnglishAnalyzer`` (shoppingbench.md §1.3).
+"""Pyserini's default analyzer, reproduced: Anserini ``DefaultEnglishAnalyzer`` (docs/shoppingbench.md §1.3).
 
 The chain is Lucene's ``StandardTokenizer`` (UAX#29 word breaks, max token length 255) →
 ``EnglishPossessiveFilter`` (drop a trailing ``'s``, ``’s`` or ``＇s``) → ``LowerCaseFilter`` (per code point,

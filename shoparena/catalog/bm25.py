@@ -1,4 +1,4 @@
-"""Lucene's BM25 arithmetic, bit for bit (``BM25Similarity`` + ``SmallFloat`` of Lucene 9; shoppingbench.md §1.3).
+"""Lucene's BM25 arithmetic, bit for bit (``BM25Similarity`` + ``SmallFloat`` of Lucene 9; docs/shoppingbench.md §1.3).
 
 What Pyserini scores with, reproduced in float32 exactly as Lucene computes it:
 

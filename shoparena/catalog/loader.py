@@ -1,4 +1,4 @@
-"""Streaming reader and writer of upstream ``documents.jsonl[.gz]`` (shoppingbench.md §1.1–1.3).
+"""Streaming reader and writer of upstream ``documents.jsonl[.gz]`` (docs/shoppingbench.md §1.1–1.3).
 
 Owns the line format ``{"id", "contents", "product"}``, the per-line validity rules, the bad-line report and
 :func:`construct_product`, the fast constructor for records already known to be valid.

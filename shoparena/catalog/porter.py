@@ -1,4 +1,4 @@
-"""Lucene's ``PorterStemmer``, ported step for step (shoppingbench.md §1.3: the index uses classic Porter).
+"""Lucene's ``PorterStemmer``, ported step for step (docs/shoppingbench.md §1.3: the index uses classic Porter).
 
 Lucene's stemmer is Martin Porter's C "release 3" with its known departures from the 1980 paper, all kept here:
 words of one or two characters are never stemmed, ``-bli`` → ``-ble`` replaces ``-abli`` → ``-able``, and

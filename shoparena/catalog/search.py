@@ -1,6 +1,6 @@
 """The search service: upstream ``/find_product`` and ``/view_product_information`` semantics over an index.
 
-shoppingbench.md §2. ``find_product`` analyses ``q``, takes the BM25 ranking (ties by product id), keeps the hits
+docs/shoppingbench.md §2. ``find_product`` analyses ``q``, takes the BM25 ranking (ties by product id), keeps the hits
 passing the shop / price / service filters up to 50 (within the first ``CAPACITY`` unfiltered hits), sorts those
 50 when asked (stable, so ties keep relevance order) and returns page ``page`` of 10.
 

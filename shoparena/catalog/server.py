@@ -1,4 +1,4 @@
-"""The search HTTP service (FastAPI): upstream / ORO endpoints and parameter strings (shoppingbench.md §2).
+"""The search HTTP service (FastAPI): upstream / ORO endpoints and parameter strings (docs/shoppingbench.md §2).
 
 ``GET /find_product?q=&page=&shop_id=&price=&sort=&service=``, ``GET /view_product_information?product_ids=``,
 ``GET /get_product_raw?product_ids=`` (scorer only: ``enable_raw=False`` answers 403, as ORO's proxy does for

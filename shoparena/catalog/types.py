@@ -1,4 +1,4 @@
-"""The product record, exactly as upstream ShoppingBench stores it (shoppingbench.md §1.2).
+"""The product record, exactly as upstream ShoppingBench stores it (docs/shoppingbench.md §1.2).
 
 Ids are strings of digits; SKU and attribute keys and values are lowercased (the scorer compares them
 byte-exact, so loaders keep them as they are apart from lowercasing, which is idempotent on upstream data).
@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-#: The four service codes upstream knows, case-sensitive (shoppingbench.md §1.2).
+#: The four service codes upstream knows, case-sensitive (docs/shoppingbench.md §1.2).
 SERVICE_CODES: tuple[str, ...] = ("official", "freeShipping", "COD", "flashsale")
 
 #: Product fields in upstream order.
@@ -80,7 +80,7 @@ class ProductLookup(Protocol):
 
 
 def product_contents(product: Product) -> str:
-    """The indexed text upstream builds (shoppingbench.md §1.3): three lines joined by ``\\n`` — the title;
+    """The indexed text upstream builds (docs/shoppingbench.md §1.3): three lines joined by ``\\n`` — the title;
     the space-joined set of all SKU option values; the space-joined set of all attribute values.
 
     Upstream joins a Python ``set`` (arbitrary order); we keep first-occurrence order so the same product
@@ -91,14 +91,14 @@ def product_contents(product: Product) -> str:
     return "\n".join((product.title, " ".join(sku_values), " ".join(attr_values)))
 
 
-#: Fields of one ``find_product`` result item, in upstream order (shoppingbench.md §2.1).
+#: Fields of one ``find_product`` result item, in upstream order (docs/shoppingbench.md §2.1).
 FIND_FIELDS: tuple[str, ...] = ("product_id", "shop_id", "title", "price", "service", "sold_count")
-#: Fields of one ``view_product_information`` item, in upstream order (shoppingbench.md §2.2).
+#: Fields of one ``view_product_information`` item, in upstream order (docs/shoppingbench.md §2.2).
 VIEW_FIELDS: tuple[str, ...] = ("product_id", "short_description", "description", "sku_options", "attributes")
 
 
 class SearchBackend(Protocol):
-    """The search surface every tool, agent and scorer talks to (shoppingbench.md §2).
+    """The search surface every tool, agent and scorer talks to (docs/shoppingbench.md §2).
 
     Implemented in-process by :class:`shoparena.catalog.search.SearchService` and over HTTP by
     :class:`shoparena.catalog.client.SearchClient`. Arguments arrive as the raw strings an agent wrote;

@@ -1,4 +1,4 @@
-"""``shoparena score``: score a rollout file against a problem set and a catalog (shoppingbench.md §7)."""
+"""``shoparena score``: score a rollout file against a problem set and a catalog (docs/shoppingbench.md §7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The corpus: normalise every trajectory source into one canonical row, filter it structurally, split it by leak
 cluster into train / eval / never-touch, export SFT / KTO / GRPO sets, and rewrite axis-B traces into agentic form
-(paper §5 and §9; ``paper.md`` §3; ``training.md`` §2).
+(paper §5 and §9; ``docs/paper.md`` §3; ``docs/training.md`` §2).
 
 The public interface (``from shoparena.corpus import build_corpus, read_manifest``); names load lazily."""
 

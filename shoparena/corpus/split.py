@@ -1,5 +1,5 @@
 """The corpus's leak-cluster split: whole leak clusters to ``train`` / ``eval`` / ``never_touch``, frozen in a
-hashed manifest, proven disjoint before anything is exported (``paper.md`` §3, Appendix A.4; ``arena.md`` §12).
+hashed manifest, proven disjoint before anything is exported (``docs/paper.md`` §3, Appendix A.4; ``docs/arena.md`` §12).
 
 Owns :class:`SplitConfig`, :class:`SplitManifest`, :func:`split_problems`, :func:`verify_split` and
 :func:`assign_rows`. Clustering is :mod:`shoparena.tasks.clusters`; the disjointness proof is

@@ -1,5 +1,5 @@
 """The corpus's canonical row (:class:`Trajectory`), a counted rejection (:class:`Rejection`) and the per-stage
-report (:class:`StageReport`) every corpus step speaks (paper §5 / ``paper.md`` §3; ``training.md`` §2.3).
+report (:class:`StageReport`) every corpus step speaks (paper §5 / ``docs/paper.md`` §3; ``docs/training.md`` §2.3).
 
 A :class:`Trajectory` is one trace in OpenAI messages form — ``system``, ``user`` (the query), ``assistant``
 (``content``, optional ``reasoning_content``, optional ``tool_calls`` with ``arguments`` as JSON **strings**),

@@ -1,7 +1,7 @@
 """The environment: tools, harness protocols, the episode runner and trajectory records.
 
 ``run_episode(problem, policy, backend)`` is the whole loop; a policy is anything with
-``respond(messages, tools) -> AssistantMessage`` (sync or async). See shoppingbench.md §4–§6.
+``respond(messages, tools) -> AssistantMessage`` (sync or async). See docs/shoppingbench.md §4–§6.
 """
 
 from shoparena.env.protocol_tags import parse_tags, tool_call_id

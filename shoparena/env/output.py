@@ -7,7 +7,7 @@ path of the offending element (``steps[3].completion.message.tool_call[0]``). It
 recurses, whatever the input. Used by the validator core (``validate`` and ``run``), ``shoparena score``'s
 rollout loader and the corpus normaliser.
 
-The format checked is the upstream/ORO step record (shoppingbench.md §6.1, :class:`~shoparena.env.types.StepRecord`):
+The format checked is the upstream/ORO step record (docs/shoppingbench.md §6.1, :class:`~shoparena.env.types.StepRecord`):
 ``{prompt?, completion: {reasoning_content?, content?, message: {think?, tool_call?, obs?, response?}},
 extra_info: {step: int, query: str, …}}``; every ``tool_call[]`` entry has a string ``name`` of a known tool, an
 object ``parameters`` and a string ``tool_call_id``; every ``obs[]`` entry names one of its step's calls.

@@ -1,4 +1,4 @@
-"""System prompt texts (shoppingbench.md §5.1, §4.3).
+"""System prompt texts (docs/shoppingbench.md §5.1, §4.3).
 
 - ``ROLLOUT``: upstream ``src/agent/prompt/rollout.md`` (think mode); ``ROLLOUT_REACT``: the no-think
   ablation ``rollout.ablation_react.md``. ``<|toolkit_description|>`` takes the numbered upstream tool text.

@@ -1,4 +1,4 @@
-"""The native protocol (shoppingbench.md §5.2): OpenAI messages + function specs, and the Qwen3 text format.
+"""The native protocol (docs/shoppingbench.md §5.2): OpenAI messages + function specs, and the Qwen3 text format.
 
 A policy either returns API-side ``tool_calls`` (an OpenAI-compatible server with a tool parser) or raw
 Qwen3 text: ``<think>…</think>`` then ``<tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>`` blocks.

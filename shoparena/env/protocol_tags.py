@@ -1,4 +1,4 @@
-"""The tag text protocol (shoppingbench.md §5.1): tool-call ids, output parsing, history rendering.
+"""The tag text protocol (docs/shoppingbench.md §5.1): tool-call ids, output parsing, history rendering.
 
 Every step sends two messages: the system prompt and ``"# Dialogue Records History\\n"`` + all prior
 turns joined by blank lines. A turn is ``<user>…</user>`` or the assistant parts in fixed order

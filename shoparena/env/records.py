@@ -1,4 +1,4 @@
-"""Step records ↔ canonical OpenAI messages, record flavours, the ORO envelope (shoppingbench.md §6).
+"""Step records ↔ canonical OpenAI messages, record flavours, the ORO envelope (docs/shoppingbench.md §6).
 
 Step → one assistant message (``content`` ← response, ``reasoning_content`` ← think, ``tool_calls[]`` with
 ``id`` ← tool_call_id and ``arguments`` ← JSON of parameters) followed by one ``role: "tool"`` message per

@@ -1,4 +1,4 @@
-"""The episode runner (shoppingbench.md §5.3): the only place the agent loop lives.
+"""The episode runner (docs/shoppingbench.md §5.3): the only place the agent loop lives.
 
 :class:`EpisodeLoop` is a sans-IO state machine — ``next_request()`` gives the ``(messages, tools)`` to send,
 ``submit(reply)`` / ``fail(exc)`` feed the answer back, ``finish()`` returns the :class:`Episode`. The two

@@ -1,4 +1,4 @@
-"""The tool registry and its profiles (shoppingbench.md §4).
+"""The tool registry and its profiles (docs/shoppingbench.md §4).
 
 One registry (``@register``), one classification (:func:`tool_kind` and the ``*_TOOLS`` sets every other
 package reads instead of spelling tool names out), three profiles: ``upstream4`` (find_product,

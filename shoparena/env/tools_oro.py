@@ -1,4 +1,4 @@
-"""ORO's three helper tools (shoppingbench.md §4.2, ORO ``src/agent/agent.py``) and the loose tool schemas
+"""ORO's three helper tools (docs/shoppingbench.md §4.2, ORO ``src/agent/agent.py``) and the loose tool schemas
 of ORO's released SFT corpus (§4.3).
 
 Ported behaviour, with one deliberate fix: ``check_product_match`` searches SKU values (ORO iterates the

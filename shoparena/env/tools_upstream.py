@@ -1,4 +1,4 @@
-"""The upstream ShoppingBench tools (shoppingbench.md §4.1), descriptions verbatim from
+"""The upstream ShoppingBench tools (docs/shoppingbench.md §4.1), descriptions verbatim from
 ``src/agent/toolkit/*.py``.
 
 ``find_product`` hands its strings to the backend unchanged (the backend applies upstream or strict

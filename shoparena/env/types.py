@@ -1,7 +1,7 @@
 """Episode-level types: what a policy returns, what a step record holds, what an episode is.
 
 Everything stored is a frozen, ``extra="forbid"`` pydantic model. Step records themselves travel as plain
-JSON dicts (upstream format, shoppingbench.md §6.1) inside :class:`Episode`: the runner builds them without
+JSON dicts (upstream format, docs/shoppingbench.md §6.1) inside :class:`Episode`: the runner builds them without
 per-call validation, and :class:`StepRecord` validates them at read boundaries.
 
 The policy contract is one method, like Gymnasium's ``Env.step``: ``respond(messages, tools)`` returns an
@@ -21,7 +21,7 @@ ProtocolName = Literal["tags", "native"]
 ProfileName = Literal["upstream4", "oro7", "oro_sft4"]
 RecordFlavor = Literal["upstream", "oro", "both"]
 """Where tool outputs live in a step: ``upstream`` = ``message.obs``; ``oro`` = ``tool_call[].result``;
-``both`` = both places (shoppingbench.md §6.1)."""
+``both`` = both places (docs/shoppingbench.md §6.1)."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -86,7 +86,7 @@ class AsyncPolicy(Protocol):
     async def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantMessage: ...
 
 
-# ── step record pieces (shoppingbench.md §6.1) ────────────────────────────────────────────────────────
+# ── step record pieces (docs/shoppingbench.md §6.1) ────────────────────────────────────────────────────────
 
 
 class ToolCallRecord(BaseModel):
@@ -238,7 +238,7 @@ class Episode(BaseModel):
 
 
 class Envelope(BaseModel):
-    """ORO ``output.jsonl`` line for one problem (shoppingbench.md §6.2): what a sandboxed agent run gives
+    """ORO ``output.jsonl`` line for one problem (docs/shoppingbench.md §6.2): what a sandboxed agent run gives
     back and what an episode is written as. The one definition: the sandbox builds it, the scorer reads it."""
 
     model_config = _FROZEN

@@ -1,7 +1,7 @@
 """Judge reliability (issue 13): stored trajectories judged again by a panel, agreement, and race-winner sensitivity.
 
 :func:`audit_judges` draws a seeded sample of stored records (``SUCCESS`` envelopes with steps, the records a
-validator judges, arena.md §7.1): the ids of every ``SUCCESS`` record, sorted, shuffled by ``random.Random(seed)``,
+validator judges, docs/arena.md §7.1): the ids of every ``SUCCESS`` record, sorted, shuffled by ``random.Random(seed)``,
 taken in that order until ``sample`` records with steps are in. Each one goes to every judge of the panel (any spec
 :func:`shoparena.validator.judge.get_judge` takes; default :data:`DEFAULT_PANEL`: the rubric and three offline LLM
 judges, ``llm:policy:judge-strict|lenient|noisy``, which answer the real judge prompt through the real parser and

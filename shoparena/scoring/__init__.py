@@ -1,4 +1,4 @@
-"""The ShoppingBench rule scorer (shoppingbench.md §7): per-item and per-problem scores in ``upstream`` or
+"""The ShoppingBench rule scorer (docs/shoppingbench.md §7): per-item and per-problem scores in ``upstream`` or
 ``strict`` mode, pluggable title similarity, format/length rewards, aggregation with ASR per bucket,
 pass@k / pass^k and bootstrap intervals, and rollout-file loading.
 

@@ -1,4 +1,4 @@
-"""Aggregation of problem scores into a run report (shoppingbench.md §7.4, §7.5).
+"""Aggregation of problem scores into a run report (docs/shoppingbench.md §7.4, §7.5).
 
 Samples are grouped by ``problem_id``. A problem with ``n`` matched samples of which ``c`` succeed has
 success rate ``c/n`` (= pass@1); every other per-problem value is its mean over samples.

@@ -1,4 +1,4 @@
-"""The format and length rewards (shoppingbench.md §5.1, §7.3; upstream ``rewards/prm.py``, ``orm.py``).
+"""The format and length rewards (docs/shoppingbench.md §5.1, §7.3; upstream ``rewards/prm.py``, ``orm.py``).
 
 ``format_reward(content)`` is 1.0 iff the model output obeys the tag protocol:
 

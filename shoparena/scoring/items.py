@@ -1,4 +1,4 @@
-"""Per-item scores: one recommended product against one reward item (shoppingbench.md §7.2, §7.7).
+"""Per-item scores: one recommended product against one reward item (docs/shoppingbench.md §7.2, §7.7).
 
 - ``gt`` = 1 iff the product id equals the GT id exactly.
 - GT id ⇒ ``rule`` = 1 at once and every axis the reward carries is reported hit (hits = total).

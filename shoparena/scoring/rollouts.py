@@ -1,4 +1,4 @@
-"""Rollout files and their join to problems (shoppingbench.md §6.1, §6.2, §7.5).
+"""Rollout files and their join to problems (docs/shoppingbench.md §6.1, §6.2, §7.5).
 
 One JSON value per line, either form (mixed files are fine):
 

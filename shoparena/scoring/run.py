@@ -107,7 +107,7 @@ def score_run(
         if not records and report.malformed:
             line, reason = report.malformed[0]
             raise DataError(f"no usable rollout in {rollouts}: all {len(report.malformed)} lines are malformed "
-                            f"(line {line}: {reason})", hint="pass step-list or ORO-envelope JSONL (shoppingbench.md §7)")
+                            f"(line {line}: {reason})", hint="pass step-list or ORO-envelope JSONL (docs/shoppingbench.md §7)")
     else:
         records = list(rollouts)
         report.records = len(records)

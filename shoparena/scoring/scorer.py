@@ -1,4 +1,4 @@
-"""The rule scorer (shoppingbench.md §7): a pure function of a problem, a trajectory and a product lookup.
+"""The rule scorer (docs/shoppingbench.md §7): a pure function of a problem, a trajectory and a product lookup.
 
 ``Scorer(lookup, mode=...)`` scores one trajectory at a time:
 

@@ -1,4 +1,4 @@
-"""Title similarity backends for the ``title`` axis (shoppingbench.md §7.2, §7.8).
+"""Title similarity backends for the ``title`` axis (docs/shoppingbench.md §7.2, §7.8).
 
 Every backend implements :class:`TitleSimilarity` (``name`` plus ``similarity(candidate, gt, problem=)``)
 and is registered by name; :func:`get_similarity` takes a spec ``name[:argument]``:

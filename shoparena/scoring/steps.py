@@ -1,4 +1,4 @@
-"""Reading what a trajectory recommended (shoppingbench.md §6.1, §6.2, §7.1).
+"""Reading what a trajectory recommended (docs/shoppingbench.md §6.1, §6.2, §7.1).
 
 A trajectory is a list of step records; an ORO ``output.jsonl`` envelope wraps one in ``dialogue``. The
 recommendation is the ``product_ids`` of the **last** ``recommend_product`` call over all steps (a later call

@@ -1,4 +1,4 @@
-"""Score records: per item, per problem, per run (shoppingbench.md §7).
+"""Score records: per item, per problem, per run (docs/shoppingbench.md §7).
 
 Every record is frozen and strict so a score can be stored beside its trajectory and compared across
 re-scorings. Field names follow upstream's score dict (``gt``, ``rule``, ``product``, ``shop``, ``budget``,
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shoparena.types import MODES as MODES
 from shoparena.types import Mode as Mode
 
-#: The per-axis field names, exactly as upstream's ``FIELDS`` (shoppingbench.md §7.2).
+#: The per-axis field names, exactly as upstream's ``FIELDS`` (docs/shoppingbench.md §7.2).
 FIELDS: tuple[str, ...] = ("title", "price", "service", "sku & attrs")
 
 #: Title-similarity thresholds per mode (§7.2) and for the Knowledge bucket (§7.7).

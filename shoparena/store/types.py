@@ -1,5 +1,5 @@
 """The trajectory record: one per (evaluation run, problem, scoring-pipeline version), append-only, with full
-provenance (arena.md §11.3, paper §2 "one canonical trajectory record per evaluation"), plus the store's query,
+provenance (docs/arena.md §11.3, paper §2 "one canonical trajectory record per evaluation"), plus the store's query,
 row, stats and verification models.
 
 Records are content-addressed: ``record_id`` is the SHA-256 of the record's canonical JSON (every field but

@@ -1,6 +1,6 @@
 """Problem checks shared by the generator and the tests: solvability against the GT and the difficulty rule.
 
-:func:`check_solvable` is the generator's assertion (shoppingbench.md §3.7 [rec]): every GT product satisfies
+:func:`check_solvable` is the generator's assertion (docs/shoppingbench.md §3.7 [rec]): every GT product satisfies
 every constraint of its own reward item (``tasks/constraints.py``: price, service and SKU/attribute axes all hit),
 a shop problem's GT products share one shop, and a voucher problem's GT bundle is within budget under the scorer's
 rule (``within_budget``) with a consistent ``price_after_voucher`` and the §3.4 budget rule.
@@ -38,7 +38,7 @@ def atomic_constraints(item: RewardItem) -> int:
 
 
 def difficulty_of(bucket: str, reward: Sequence[RewardItem]) -> str:
-    """Our difficulty rule (ORO's is not public, shoppingbench.md §0).
+    """Our difficulty rule (ORO's is not public, docs/shoppingbench.md §0).
 
     One item: ≤ 2 non-title constraints easy, ≤ 4 medium, else hard (fits the ORO Product suites but for one
     v1 'easy' with 3). Several items: 2 ⇒ easy, 3 ⇒ medium, 4 ⇒ hard (ORO's Shop suites exactly), one level up

@@ -1,4 +1,4 @@
-"""Leak clusters (arena.md §12 design): problems that would leak each other's answer across a split share one
+"""Leak clusters (docs/arena.md §12 design): problems that would leak each other's answer across a split share one
 cluster, and splits always move whole clusters.
 
 Two problems are linked — and union-find puts them in one cluster — when any of these holds (the kinds, in the

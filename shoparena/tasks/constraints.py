@@ -1,4 +1,4 @@
-"""Constraint predicates shared by the generator (solvability checks) and the scorer (shoppingbench.md §7.2–7.3).
+"""Constraint predicates shared by the generator (solvability checks) and the scorer (docs/shoppingbench.md §7.2–7.3).
 
 Pure functions over a product and a reward item; they know nothing about scoring modes. The scorer decides
 what an absent axis is worth, the generator asserts that ground truth satisfies every constraint.
@@ -73,7 +73,7 @@ def voucher_discounted(total: float, voucher: Voucher) -> float:
     """The bundle price after the voucher (ignores threshold and scope).
 
     fixed: total − face_value; percentage: max(total·(1 − discount), total − cap), discount a fraction.
-    A percentage voucher with a null cap is treated as uncapped (absent from the data; shoppingbench.md §7.3).
+    A percentage voucher with a null cap is treated as uncapped (absent from the data; docs/shoppingbench.md §7.3).
     """
     if voucher.discount_type == "fixed":
         return total - float(voucher.face_value or 0)
@@ -91,7 +91,7 @@ def voucher_applies(voucher: Voucher, shop_ids: Sequence[str]) -> bool:
 def within_budget(prices: Sequence[float], shop_ids: Sequence[str], voucher: Voucher) -> bool:
     """total ≤ budget, or (voucher applies and total ≥ threshold and discounted ≤ budget).
 
-    The threshold test is ≥ although the query says "exceeds" (shoppingbench.md §7.3, §9.5).
+    The threshold test is ≥ although the query says "exceeds" (docs/shoppingbench.md §7.3, §9.5).
     """
     total = float(sum(prices))
     if total <= voucher.budget:

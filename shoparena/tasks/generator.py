@@ -1,4 +1,4 @@
-"""Offline problem generator: the upstream recipe (shoppingbench.md §3.7) with templates instead of an LLM.
+"""Offline problem generator: the upstream recipe (docs/shoppingbench.md §3.7) with templates instead of an LLM.
 
 For each cluster: sample ground-truth products (product 1; shop 2–4 from one shop; voucher 1–4 random products
 with a platform voucher or 2–4 from one shop with a shop voucher), sample constraints copied byte-exact from the

@@ -1,4 +1,4 @@
-"""Disjointness proofs for leak-guarded splits (arena.md §12 and §15; paper Appendix A.4).
+"""Disjointness proofs for leak-guarded splits (docs/arena.md §12 and §15; paper Appendix A.4).
 
 Shared by the arena's banks (visible / hidden / protected) and the corpus split (train / eval / never-touch):
 given named groups of problems and a problem → leak-cluster map, :func:`check_disjoint` lists every pair of

@@ -1,4 +1,4 @@
-"""Load and write problem files: upstream JSONL, ORO suite JSON and our own JSONL (shoppingbench.md §3.1–3.6).
+"""Load and write problem files: upstream JSONL, ORO suite JSON and our own JSONL (docs/shoppingbench.md §3.1–3.6).
 
 One entry point, :func:`load_problems`, detects the format from the first non-blank byte (``[`` ⇒ an ORO suite
 JSON array, ``{`` ⇒ JSONL) and each record's bucket:
@@ -38,7 +38,7 @@ from shoparena.catalog.types import Product
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.tasks.types import BUCKETS, PRICE_MODES, Problem, RewardItem, Voucher
 
-#: Upstream file name → bucket (shoppingbench.md §3.1).
+#: Upstream file name → bucket (docs/shoppingbench.md §3.1).
 _FILE_BUCKET = re.compile(r"synthesize_(product|shop|voucher|web_simpleqa)(?:_|\.|$)")
 _FILE_BUCKET_MAP = {"product": "product", "shop": "shop", "voucher": "voucher", "web_simpleqa": "knowledge"}
 _UPSTREAM_KEYS = frozenset({"query", "reward", "voucher", "Knowledge_Attribute"})
@@ -299,7 +299,7 @@ def dump_problems(problems: Iterable[Problem], path: str | os.PathLike[str]) -> 
 
 
 def suite_row(problem: Problem, *, with_ids: bool = False) -> dict[str, Any]:
-    """One ORO suite object (shoppingbench.md §3.6)."""
+    """One ORO suite object (docs/shoppingbench.md §3.6)."""
     if problem.bucket == "knowledge":
         raise ConfigError(
             f"{problem.problem_id}: ORO suites have no Knowledge bucket", hint="write it with dump_problems instead"

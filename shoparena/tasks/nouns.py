@@ -1,6 +1,6 @@
 """Short category nouns for query templates (part of ``tasks/templates``): never the full product title.
 
-Upstream's LLM wrote queries "using only a short category name from the title" (shoppingbench.md §3.7). Offline we
+Upstream's LLM wrote queries "using only a short category name from the title" (docs/shoppingbench.md §3.7). Offline we
 take the nouns from, in order:
 
 1. ``category_nouns(category)`` from ``shoparena.catalog.synthetic`` (or ``shoparena.catalog.taxonomy``) when

@@ -1,4 +1,4 @@
-"""Link keys for the leak-cluster guard (arena.md §12 design, point 2): canonical query text, the request text a
+"""Link keys for the leak-cluster guard (docs/arena.md §12 design, point 2): canonical query text, the request text a
 paraphrase check compares, and the constraint signature of a problem's ground truth.
 
 - :func:`canonical_query`: NFKC, casefold, backticks dropped, every other punctuation or symbol → space except

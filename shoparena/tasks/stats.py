@@ -1,4 +1,4 @@
-"""Summary statistics of a problem set, as in the table of shoppingbench.md §3.4.
+"""Summary statistics of a problem set, as in the table of docs/shoppingbench.md §3.4.
 
 :func:`problem_stats` returns a JSON-serialisable dict (string keys only) so the CLI can print it as is:
 
@@ -28,7 +28,7 @@ BUDGET_SLACK = 1.109
 
 
 def budget_rule_holds(voucher: Voucher) -> bool:
-    """ceil(price_after_voucher) ≤ budget ≤ 1.109·ceil(price_after_voucher) (shoppingbench.md §3.4)."""
+    """ceil(price_after_voucher) ≤ budget ≤ 1.109·ceil(price_after_voucher) (docs/shoppingbench.md §3.4)."""
     floor = math.ceil(voucher.price_after_voucher)
     return floor <= voucher.budget <= BUDGET_SLACK * floor
 

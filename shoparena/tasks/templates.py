@@ -1,4 +1,4 @@
-"""Query templates: sentence frames, constraint phrases and the upstream voucher block (shoppingbench.md §3.3, §3.7).
+"""Query templates: sentence frames, constraint phrases and the upstream voucher block (docs/shoppingbench.md §3.3, §3.7).
 
 A query is a frame (``"I'm looking for {items}."``) around item descriptions; an item description is a short
 category noun (``tasks/nouns.py``) followed by one phrase per constraint. Every constraint value is inserted
@@ -114,7 +114,7 @@ def says_one_shop(text: str) -> bool:
 
 _ORDINALS = ("First", "Second", "Third", "Fourth")
 
-#: Service code → phrases (shoppingbench.md §1.2: official = LazMall, flashsale = LazFlash).
+#: Service code → phrases (docs/shoppingbench.md §1.2: official = LazMall, flashsale = LazFlash).
 SERVICE_PHRASES: dict[str, tuple[str, ...]] = {
     "freeShipping": ("with free shipping", "with free delivery", "shipped for free"),
     "COD": ("with cash on delivery", "available for cash on delivery", "payable by cash on delivery (COD)"),
@@ -243,7 +243,7 @@ def render_query(frame: str, descriptions: Sequence[str], style: str, *, one_sho
 
 
 def voucher_block(voucher: Voucher) -> str:
-    """The upstream voucher rules block, byte-exact (shoppingbench.md §3.3)."""
+    """The upstream voucher rules block, byte-exact (docs/shoppingbench.md §3.3)."""
     scope = (
         "The voucher applies to all products."
         if voucher.voucher_type == "platform"

@@ -1,4 +1,4 @@
-"""The problem record for the three ShoppingBench buckets plus Knowledge (shoppingbench.md §3).
+"""The problem record for the three ShoppingBench buckets plus Knowledge (docs/shoppingbench.md §3).
 
 Reward items keep upstream's exact JSON shapes (``title`` is a one-element list, ``price`` a list of one
 ``{mode: [lower, upper]}``, ``attributes`` a list of single-key dicts) so a problem written back to upstream
@@ -15,7 +15,7 @@ from shoparena.catalog.types import Product
 
 Bucket = Literal["product", "shop", "voucher", "knowledge"]
 BUCKETS: tuple[str, ...] = ("product", "shop", "voucher", "knowledge")
-#: Buckets that enter the 3-bucket ASR (Knowledge is reported apart, shoppingbench.md §7.7).
+#: Buckets that enter the 3-bucket ASR (Knowledge is reported apart, docs/shoppingbench.md §7.7).
 ASR_BUCKETS: tuple[str, ...] = ("product", "shop", "voucher")
 PRICE_MODES: tuple[str, ...] = ("less than", "greater than", "between")
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
@@ -72,7 +72,7 @@ class RewardItem(BaseModel):
 
 
 class Voucher(BaseModel):
-    """A voucher (shoppingbench.md §3.3). ``discount`` is a fraction (0.14), not a percent."""
+    """A voucher (docs/shoppingbench.md §3.3). ``discount`` is a fraction (0.14), not a percent."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -130,7 +130,7 @@ class Problem(BaseModel):
     def public_view(self) -> dict[str, Any]:
         """What an agent may see: ``problem_id``, ``bucket`` and ``query`` only. ``reward``, ``voucher``,
         ``reward_title_embeddings`` (keys are GT titles) and the Knowledge answer never leave the harness
-        (shoppingbench.md §9.17)."""
+        (docs/shoppingbench.md §9.17)."""
         return {"problem_id": self.problem_id, "bucket": self.bucket, "query": self.query}
 
     def gt_ids(self) -> list[str]:

@@ -66,7 +66,7 @@ def load_model(model_dir: Path) -> tuple[Any, Any]:
 
 
 def peft_config(config: StageConfig) -> Any:
-    """The PEFT ``LoraConfig`` with explicit targets (``training.md`` §4.5), or None for full fine-tuning."""
+    """The PEFT ``LoraConfig`` with explicit targets (``docs/training.md`` §4.5), or None for full fine-tuning."""
     if config.lora is None:
         return None
     from peft import LoraConfig

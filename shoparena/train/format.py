@@ -7,7 +7,7 @@ preparation, :func:`shoparena.llm.hf_backend.template_messages`; same optional o
 The mask comes from rendering message prefixes: assistant turn *i* spans the text of ``render(msgs[:i+1])`` beyond
 ``render(msgs[:i], add_generation_prompt=True)``, and the generation prompt must be a prefix of the full rendering
 (prefix stability: what the model is trained to continue is what it is prompted with). :func:`validate_mask`
-proves a sample (training.md §8, bugs #4/#5): every trained token decodes to assistant output (think + content +
+proves a sample (docs/training.md §8, bugs #4/#5): every trained token decodes to assistant output (think + content +
 tool calls), every assistant ``<|im_end|>`` is trained, nothing of the system / user / tool text is.
 """
 

@@ -1,4 +1,4 @@
-"""Stage 5: Dr. GRPO through TRL's ``GRPOTrainer`` with a multi-turn ``rollout_func`` (``training.md`` §3, §4.4).
+"""Stage 5: Dr. GRPO through TRL's ``GRPOTrainer`` with a multi-turn ``rollout_func`` (``docs/training.md`` §3, §4.4).
 
 Each optimiser step takes ``batch_size × grad_accum / num_generations`` GRPO rows (one generation batch a step); TRL
 hands :func:`make_rollout_func`'s function the prompts already repeated K times, and it plays one token-in/token-out
@@ -16,7 +16,7 @@ Episodes see what the served checkpoint sees: its compaction of tool results, an
 harness's system turn; ``tools`` keeps one tool profile of the rows.
 
 ``prompts_from`` points stage 5 at the model's pass@k headroom (the paper's stage 5 "converts pass@k headroom into
-process improvement", training.md §3): a harness run of the input model over the train problems (stage 2's
+process improvement", docs/training.md §3): a harness run of the input model over the train problems (stage 2's
 ``rs/samples``, or ``shoparena run --out``) keeps only the problems it solved at least once and in at most
 ``max_success_rate`` of its samples — a group of K episodes on a problem the model never solves carries no outcome
 signal, and one it always solves carries none either (:func:`headroom_problems`).
@@ -42,7 +42,7 @@ __all__ = ["GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "
 
 
 class GRPOConfig(StageConfig):
-    """Stage 5's settings; the defaults are the recipe's (``training.md`` §3 row 5, variant v19)."""
+    """Stage 5's settings; the defaults are the recipe's (``docs/training.md`` §3 row 5, variant v19)."""
 
     learning_rate: LearningRate = 5e-7
     loss_type: Literal["dr_grpo"] = "dr_grpo"

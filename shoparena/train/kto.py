@@ -1,4 +1,4 @@
-"""Stage 4: KTO on per-turn rows (``training.md`` §3, §4.3) with the ``recommend_product`` emission-rate early stop.
+"""Stage 4: KTO on per-turn rows (``docs/training.md`` §3, §4.3) with the ``recommend_product`` emission-rate early stop.
 
 Input: the corpus's ``kto.jsonl`` rows — unpaired ``prompt`` (every message before the judged assistant turn),
 ``completion`` (that one turn: TRL trains every completion token), ``label`` (desirable = a turn of a strictly
@@ -42,7 +42,7 @@ RECOMMEND = "recommend_product"
 
 
 class KTOConfig(StageConfig):
-    """Stage 4's settings; the defaults are the recipe's (``training.md`` §3 row 4)."""
+    """Stage 4's settings; the defaults are the recipe's (``docs/training.md`` §3 row 4)."""
 
     learning_rate: LearningRate = 5e-6
     epochs: float = Field(1.0, gt=0)
@@ -227,7 +227,7 @@ class EmissionProbe:
         from shoparena.llm.hf_backend import completion_to_message
         from shoparena.train.rollout import render_prompt_ids, sample_turns, turn_end_ids
 
-        assert not model.training, "sampling in train mode (training.md §7 bug #2)"
+        assert not model.training, "sampling in train mode (docs/training.md §7 bug #2)"
         if not self.probes:
             return 1.0
         eos_ids, pad = turn_end_ids(self.tokenizer, model)

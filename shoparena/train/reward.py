@@ -1,4 +1,4 @@
-"""The per-step teacher tool-match reward of stage 5 (``training.md`` §3.1) and its blend with the outcome.
+"""The per-step teacher tool-match reward of stage 5 (``docs/training.md`` §3.1) and its blend with the outcome.
 
 Pure functions, no torch, no TRL: :func:`tool_match` scores one predicted step's tool calls against the teacher's
 calls of the same step, :func:`mean_step_match` averages it over an episode aligned to the teacher trajectory, and
@@ -103,7 +103,7 @@ def normalize_calls(calls: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def tool_match(pred_calls: Sequence[Any] | None, teacher_calls: Sequence[Any]) -> float:
-    """The per-step tool-match reward in [0, 1] (module docstring; ``training.md`` §3.1). ``pred_calls=None``
+    """The per-step tool-match reward in [0, 1] (module docstring; ``docs/training.md`` §3.1). ``pred_calls=None``
     means the model's output could not be parsed."""
     teacher = normalize_calls(teacher_calls)
     if not teacher:
@@ -150,7 +150,7 @@ def mean_step_match(pred_steps: Sequence[Sequence[Any] | None], teacher_steps: S
 
 
 def blended_reward(outcome: float, match: float, w: float = 0.5) -> float:
-    """Stage 5's reward ``(1 − w)·outcome + w·match`` (``training.md`` §3, w = 0.5 in the recipe)."""
+    """Stage 5's reward ``(1 − w)·outcome + w·match`` (``docs/training.md`` §3, w = 0.5 in the recipe)."""
     if not 0.0 <= w <= 1.0:
         raise ConfigError(f"blend weight w={w} is outside [0, 1]", hint="the recipe uses w = 0.5")
     return (1.0 - w) * outcome + w * match

@@ -7,7 +7,7 @@ of one row with a model (:func:`run_token_episodes` plays several in lockstep, o
 1. the prompt is the row's ``prompt`` + ``tools`` through the tokenizer's chat template (generation prompt on),
    behind the harness's system turn when the env's ``system`` is ``harness`` (as a ``react`` episode is prompted);
 2. each turn samples with ``model.generate`` under ``torch.no_grad()`` with the model in ``eval()`` mode
-   (asserted: ``training.md`` §7 bug #2); the sampled ids are appended as they are (env_mask 1);
+   (asserted: ``docs/training.md`` §7 bug #2); the sampled ids are appended as they are (env_mask 1);
 3. the decoded turn is parsed (:func:`~shoparena.llm.hf_backend.completion_to_message`) and fed to the
    environment's own episode loop (:class:`~shoparena.env.runner.EpisodeLoop`, profile ``upstream4``, native
    protocol) which executes the calls and records the step; its tool messages, compacted with the env's
@@ -150,7 +150,7 @@ def sample_turns(model: Any, contexts: list[list[int]], max_new: list[int], eos_
     and at its own token budget."""
     import torch
 
-    assert not model.training, "sampling in train mode (training.md §7 bug #2)"
+    assert not model.training, "sampling in train mode (docs/training.md §7 bug #2)"
     device = next(model.parameters()).device
     width = max(map(len, contexts))
     ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)

@@ -1,4 +1,4 @@
-"""Stage 2: rejection-sampled re-SFT (training.md §3, paper B.3). ``k`` samples per train problem through the real
+"""Stage 2: rejection-sampled re-SFT (docs/training.md §3, paper B.3). ``k`` samples per train problem through the real
 harness with the stage-1 model (or any ``sampler`` model URI), keep the strict successes, mix them with the
 stage-1 rows (``mix_ratio`` = the RS share, 50/50 by default) and retrain with :func:`train_sft`.
 

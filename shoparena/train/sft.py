@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 class SFTConfig(StageConfig):
-    """Stage-1 settings (training.md §3: LR sweep {1e-5, 3e-5, 1e-4} by held-out ``eval_loss``, one epoch)."""
+    """Stage-1 settings (docs/training.md §3: LR sweep {1e-5, 3e-5, 1e-4} by held-out ``eval_loss``, one epoch)."""
 
     lr_sweep: tuple[LearningRate, ...] | None = None
     """One run per learning rate (each finite and > 0, as ``learning_rate``); the lowest held-out ``eval_loss``

@@ -33,7 +33,7 @@ ToolProfile = Annotated[tuple[str, ...] | None, AfterValidator(_known_tools)]
 
 
 class LoraConfig(BaseModel):
-    """LoRA adapter settings (training.md §4.5: always explicit targets; PEFT's default trains q/v only)."""
+    """LoRA adapter settings (docs/training.md §4.5: always explicit targets; PEFT's default trains q/v only)."""
 
     model_config = _FROZEN
 

@@ -1,6 +1,6 @@
 """The one evaluation core: sandbox → rule score → (judge) → (record), for ``shoparena validate`` and ``run``.
 
-arena.md §6. :func:`evaluate_problems` is the loop both faces sit on: one gateway (search in the ``oro`` flavour +
+docs/arena.md §6. :func:`evaluate_problems` is the loop both faces sit on: one gateway (search in the ``oro`` flavour +
 inference, every call logged) served on a Unix socket for the sandbox, one run token per (problem, sample), the
 sanitised problem view (:func:`~shoparena.validator.sandbox.sanitise.sanitise`), one seed per (problem, sample)
 (:func:`sample_seed`), and, as each problem finishes, one envelope → result step (:func:`_finish_problem`): the

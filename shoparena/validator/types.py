@@ -1,5 +1,5 @@
 """What an evaluation takes and gives back: the validator's config, the agent version, the per-problem lines and
-the summary with ORO's score components (arena.md §6)."""
+the summary with ORO's score components (docs/arena.md §6)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class ProblemLine(BaseModel):
 
 
 class EvaluationSummary(BaseModel):
-    """ORO's score components (arena.md §6) plus the run's bookkeeping."""
+    """ORO's score components (docs/arena.md §6) plus the run's bookkeeping."""
 
     model_config = _FROZEN
 

@@ -1,4 +1,4 @@
-"""ORO's top-50 % weight rule (arena.md §9, §15)."""
+"""ORO's top-50 % weight rule (docs/arena.md §9, §15)."""
 
 from __future__ import annotations
 

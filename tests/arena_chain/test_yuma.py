@@ -1,4 +1,4 @@
-"""Yuma consensus on small hand-computed cases (arena.md §10.3)."""
+"""Yuma consensus on small hand-computed cases (docs/arena.md §10.3)."""
 
 from __future__ import annotations
 

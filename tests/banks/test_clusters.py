@@ -1,4 +1,4 @@
-"""Leak clusters on the real data (shoppingbench.md §0, arena.md §12) and on planted cases."""
+"""Leak clusters on the real data (docs/shoppingbench.md §0, docs/arena.md §12) and on planted cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property: any sequence of rotations, race uses and growth keeps the guard (arena.md §15: race set disjoint
+"""Property: any sequence of rotations, race uses and growth keeps the guard (docs/arena.md §15: race set disjoint
 from the open suite by cluster; static suites never train-visible)."""
 
 from __future__ import annotations

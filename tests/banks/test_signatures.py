@@ -1,4 +1,4 @@
-"""Link keys: canonical query, request text, constraint signature (arena.md §12 design point 2)."""
+"""Link keys: canonical query, request text, constraint signature (docs/arena.md §12 design point 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pyserini's default analyzer: StandardTokenizer, possessive, lowercase, stop words, Porter (shoppingbench.md §1.3)."""
+"""Pyserini's default analyzer: StandardTokenizer, possessive, lowercase, stop words, Porter (docs/shoppingbench.md §1.3)."""
 
 from __future__ import annotations
 

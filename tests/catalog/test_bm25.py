@@ -1,4 +1,4 @@
-"""Lucene's norm encoding and BM25 arithmetic (shoppingbench.md §1.3), golden values computed by hand."""
+"""Lucene's norm encoding and BM25 arithmetic (docs/shoppingbench.md §1.3), golden values computed by hand."""
 
 from __future__ import annotations
 

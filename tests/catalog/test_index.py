@@ -1,6 +1,6 @@
 """The BM25 index: parity with a brute-force Lucene BM25 written here, tie-breaks, filters, persistence.
 
-The reference below re-derives Lucene's ``BM25Similarity`` from its definition (shoppingbench.md §1.3) without
+The reference below re-derives Lucene's ``BM25Similarity`` from its definition (docs/shoppingbench.md §1.3) without
 importing :mod:`shoparena.catalog.bm25`: every float operation is done in double and rounded to float32, which
 gives exactly Java's float result for +, −, ×, ÷.
 """

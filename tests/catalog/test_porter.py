@@ -1,4 +1,4 @@
-"""Lucene's Porter stemmer (shoppingbench.md §1.3: classic Porter, not Porter2)."""
+"""Lucene's Porter stemmer (docs/shoppingbench.md §1.3: classic Porter, not Porter2)."""
 
 from __future__ import annotations
 

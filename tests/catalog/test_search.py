@@ -1,4 +1,4 @@
-"""``find_product`` / ``view_product_information`` semantics (shoppingbench.md §2, §2.4, §9.10–9.12)."""
+"""``find_product`` / ``view_product_information`` semantics (docs/shoppingbench.md §2, §2.4, §9.10–9.12)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Corpus exports on real trajectories (the ``corpus_world`` store: react → axis A, pipeline → axis B): SFT / KTO
-/ GRPO rows shaped as TRL expects (``training.md`` §2, §4.3, §4.4), JSONL = Parquet (= ``datasets``) round trips
+/ GRPO rows shaped as TRL expects (``docs/training.md`` §2, §4.3, §4.4), JSONL = Parquet (= ``datasets``) round trips
 with JSON-string arguments and tools, determinism, counted bad rows, the split guard and the export manifest."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The corpus split: whole leak clusters per partition, per-bucket stratification, static suites never touched,
-frozen hashed manifests that refuse tampering, determinism, and row routing (``paper.md`` §3 / Appendix A.4)."""
+frozen hashed manifests that refuse tampering, determinism, and row routing (``docs/paper.md`` §3 / Appendix A.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""System prompts per protocol and profile (shoppingbench.md §5.1, §4.3, §5.3)."""
+"""System prompts per protocol and profile (docs/shoppingbench.md §5.1, §4.3, §5.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tag text protocol: ids, parsing, history rendering (shoppingbench.md §5.1)."""
+"""The tag text protocol: ids, parsing, history rendering (docs/shoppingbench.md §5.1)."""
 
 from __future__ import annotations
 

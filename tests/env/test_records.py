@@ -1,4 +1,4 @@
-"""Step records ↔ OpenAI messages (lossless both ways), flavours, ORO envelope (shoppingbench.md §6)."""
+"""Step records ↔ OpenAI messages (lossless both ways), flavours, ORO envelope (docs/shoppingbench.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The episode runner with scripted policies (shoppingbench.md §5.3)."""
+"""The episode runner with scripted policies (docs/shoppingbench.md §5.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool registry, rendering, argument coercion and the ORO helper tools (shoppingbench.md §4)."""
+"""Tool registry, rendering, argument coercion and the ORO helper tools (docs/shoppingbench.md §4)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def test_tag_protocol_array() -> None:
                                    '"parameters": {"status": "success"}}]</tool_call>')
     calls = emitted_calls(tag)
     assert [c["name"] for c in calls] == ["find_product", "terminate"]
-    assert calls[0]["id"] == "6MtnW7sD"  # the upstream MD5 id (shoppingbench.md §5.1)
+    assert calls[0]["id"] == "6MtnW7sD"  # the upstream MD5 id (docs/shoppingbench.md §5.1)
 
 
 def test_qwen3_blocks_skip_malformed_ones() -> None:

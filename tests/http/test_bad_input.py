@@ -228,7 +228,7 @@ def test_content_as_a_list_of_text_parts_is_joined(serve: Target, gateway: Targe
 
 
 def test_upstream_search_answers_are_kept(search: Target) -> None:
-    """Not errors upstream, so not errors here: agents and the scorer read these answers (shoppingbench.md §2)."""
+    """Not errors upstream, so not errors here: agents and the scorer read these answers (docs/shoppingbench.md §2)."""
     for page in ("0", "-1", "6", "99999999999999999999", "abc"):
         resp = httpx.get(f"{search.url}/find_product", params={"q": "violin", "page": page})
         assert (resp.status_code, resp.json()) == (200, [])

@@ -35,7 +35,7 @@ def test_voucher_block_percentage_shop_and_arithmetic() -> None:
     v = req.voucher
     assert req.bucket == "voucher" and len(req.items) == 2
     assert v is not None and (v.scope, v.kind, v.discount, v.cap) == ("shop", "percentage", 0.34, 60)
-    # shoppingbench.md §7.3 worked example: 339 → max(223.74, 279) = 279 ≤ 293 when the voucher applies
+    # docs/shoppingbench.md §7.3 worked example: 339 → max(223.74, 279) = 279 ≤ 293 when the voucher applies
     assert v.pays(339, one_shop=True) == pytest.approx(279)
     assert v.fits(339, one_shop=True) and not v.fits(339, one_shop=False)
     assert v.pays(64, one_shop=True) == 64  # below the threshold: no discount

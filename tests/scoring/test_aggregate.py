@@ -1,4 +1,4 @@
-"""Aggregation (shoppingbench.md §7.4, §7.5): denominators per mode, buckets, Knowledge apart, samples."""
+"""Aggregation (docs/shoppingbench.md §7.4, §7.5): denominators per mode, buckets, Knowledge apart, samples."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""format_reward, the per-step format score and the length reward (shoppingbench.md §5.1, §7.3)."""
+"""format_reward, the per-step format score and the length reward (docs/shoppingbench.md §5.1, §7.3)."""
 
 from __future__ import annotations
 

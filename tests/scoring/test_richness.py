@@ -180,7 +180,7 @@ def test_fold_by_hand() -> None:
     # weight 1: all of a successful trajectory's score depends on richness; a pipeline earns nothing
     assert fold(0.8, 0.9125, [0.0, 0.0], 1.0) == 0.0
     assert fold(0.5, None, [1.0], 0.5) is None  # nothing judged: no score, as ORO's
-    # nothing judged and nothing successful: 0 · coeff is 0 whatever q would have been (arena.md §7.4)
+    # nothing judged and nothing successful: 0 · coeff is 0 whatever q would have been (docs/arena.md §7.4)
     assert fold(0.0, None, [], 0.0) == 0.0 and fold(0.0, None, [], 0.5) == 0.0
 
 

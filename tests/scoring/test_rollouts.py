@@ -1,4 +1,4 @@
-"""Rollout files (shoppingbench.md §6.1, §6.2, §7.5): both formats, bad lines, the 501-line quirk, the join."""
+"""Rollout files (docs/shoppingbench.md §6.1, §6.2, §7.5): both formats, bad lines, the 501-line quirk, the join."""
 
 from __future__ import annotations
 

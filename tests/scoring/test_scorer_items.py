@@ -1,4 +1,4 @@
-"""Per-item rules (shoppingbench.md §7.2), on the 20-product fixture with a similarity the test controls."""
+"""Per-item rules (docs/shoppingbench.md §7.2), on the 20-product fixture with a similarity the test controls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-problem rules (shoppingbench.md §7.1, §7.3, §7.4, §6.2) on the 20-product fixture and real problems."""
+"""Per-problem rules (docs/shoppingbench.md §7.1, §7.3, §7.4, §6.2) on the 20-product fixture and real problems."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Title similarity backends (shoppingbench.md §7.8)."""
+"""Title similarity backends (docs/shoppingbench.md §7.8)."""
 
 from __future__ import annotations
 

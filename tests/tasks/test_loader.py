@@ -1,4 +1,4 @@
-"""Problem loaders on the real upstream files and ORO suites (shoppingbench.md §0, §3.1–3.6) and on bad input."""
+"""Problem loaders on the real upstream files and ORO suites (docs/shoppingbench.md §0, §3.1–3.6) and on bad input."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from shoparena.tasks.stats import budget_rule_holds
 from shoparena.tasks.types import Problem
 
 UPSTREAM = {"product": 250, "shop": 250, "voucher": 250, "web_simpleqa": 150}
-DIFFICULTY = {  # per category, shoppingbench.md §0
+DIFFICULTY = {  # per category, docs/shoppingbench.md §0
     1: {"easy": 3, "medium": 3, "hard": 4},
     2: {"medium": 4, "hard": 6},
     3: {"easy": 7, "medium": 3},

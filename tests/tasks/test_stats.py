@@ -1,4 +1,4 @@
-"""``problem_stats`` reproduces the statistics table of shoppingbench.md §3.4 on the real test files."""
+"""``problem_stats`` reproduces the statistics table of docs/shoppingbench.md §3.4 on the real test files."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Session fixtures of the KTO / GRPO stage tests: a small real corpus (the seeded world of
 :mod:`shoparena.corpus.testing` through ``build_corpus``), the tiny Qwen3 and a briefly overfit copy of it
-(training.md §6 overfit fixture, shortened: plain torch, CE on two target turns after the first GRPO row's prompt,
+(docs/training.md §6 overfit fixture, shortened: plain torch, CE on two target turns after the first GRPO row's prompt,
 2:1 — greedy decoding emits the teacher's first call, sampling at temperature 1 that call, a recommendation of
 the GT product or a garbled mix of the two; the prompt's keys and values are computed without gradient each step, which keeps a step at ~0.1 s).
 Imported by the test modules that use them (kept out of ``conftest.py``)."""

@@ -1,4 +1,4 @@
-"""The one text format: masks proven on the tiny tokenizer over real corpus rows (training.md §8, bugs #4/#5),
+"""The one text format: masks proven on the tiny tokenizer over real corpus rows (docs/training.md §8, bugs #4/#5),
 compact observations shared with the hf: backend, truncation counted."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 5, Dr. GRPO with a multi-turn rollout_func (training.md §3, §4.4): the config pins the Dr. GRPO settings
+"""Stage 5, Dr. GRPO with a multi-turn rollout_func (docs/training.md §3, §4.4): the config pins the Dr. GRPO settings
 (bug #12), episodes run token in / token out over the real environment with tool-result tokens masked, rewards
 vary across the K rollouts of a prompt, and a short TRL run gives finite losses and a merged checkpoint."""
 
@@ -192,7 +192,7 @@ def _run_dir(root: Path, outcomes: dict[str, list[bool]]) -> Path:
 
 
 def test_headroom_keeps_problems_solved_sometimes(tmp_path: Path) -> None:
-    """training.md §3 (stage 5 converts pass@k headroom): solved at least once, and at most max_success_rate."""
+    """docs/training.md §3 (stage 5 converts pass@k headroom): solved at least once, and at most max_success_rate."""
     run = _run_dir(tmp_path / "run", {"once": [True], "never": [False, False], "half": [False, True],
                                       "always": [True, True]})
     room = headroom_problems(run)

@@ -1,4 +1,4 @@
-"""Stage 4, KTO (training.md §3, §4.3) on the tiny Qwen3 and a real corpus export: the labels, the class weights,
+"""Stage 4, KTO (docs/training.md §3, §4.3) on the tiny Qwen3 and a real corpus export: the labels, the class weights,
 the emission-rate early stop (forced rates through the injectable rate function, the real sampler once), finite
 losses, the merged checkpoint and resume after an interruption."""
 

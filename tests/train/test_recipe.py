@@ -238,7 +238,7 @@ def test_cpu_mini_rs_samples_stage_one_as_it_is_evaluated_and_retrains_on_its_re
 
 
 def test_cpu_mini_kto_renders_rows_as_stage_one_was_trained_and_keeps_the_papers_rule() -> None:
-    """training.md §3 row 4: β 0.02, LoRA r16 on q/k/v/o, the emission-rate stop below 0.9; the CPU recipe keeps
+    """docs/training.md §3 row 4: β 0.02, LoRA r16 on q/k/v/o, the emission-rate stop below 0.9; the CPU recipe keeps
     those and renders its rows as stage 1 (sft-gpu-fit, cpu-mini-fit's rendering) was trained."""
     from shoparena.train.kto import ATTENTION_TARGETS, KTOConfig
 
@@ -253,7 +253,7 @@ def test_cpu_mini_kto_renders_rows_as_stage_one_was_trained_and_keeps_the_papers
 
 
 def test_cpu_mini_grpo_is_dr_grpo_over_the_served_rendering() -> None:
-    """training.md §3 row 5: dr_grpo, no reward scaling, β 0.2, w 0.5, T 1.0; the CPU recipe continues stage 4 and
+    """docs/training.md §3 row 5: dr_grpo, no reward scaling, β 0.2, w 0.5, T 1.0; the CPU recipe continues stage 4 and
     rolls out as the checkpoint is served (system turn, tool profile, the serving cap per turn)."""
     from shoparena.llm.models import MODELS
     from shoparena.train.grpo import GRPOConfig
@@ -269,7 +269,7 @@ def test_cpu_mini_grpo_is_dr_grpo_over_the_served_rendering() -> None:
 
 
 def test_cpu_mini_grpo_headroom_is_cpu_mini_grpo_on_the_headroom() -> None:
-    """training.md §3 (stage 5 converts pass@k headroom): the same stage-5 settings, prompts narrowed to the train
+    """docs/training.md §3 (stage 5 converts pass@k headroom): the same stage-5 settings, prompts narrowed to the train
     problems stage 2's sampling of stage 1 solved."""
     from shoparena.train.grpo import GRPOConfig
 
@@ -309,7 +309,7 @@ def test_grpo_prompts_from_names_the_runs_own_directory(rl_world: Any, tmp_path:
 def test_cpu_mini_chains_the_five_stages_each_as_its_measured_recipe() -> None:
     """Issue 10 (cpu-mini: the five stages on the CPU): stage 1 is cpu-mini-fit's data and rendering at 1e-3 in bf16
     autocast; stages 2–5 are cpu-mini-rs, -teacher, -kto and -grpo-headroom served the same way, GRPO on the headroom
-    of stage 2's sampling in the same run (training.md §3)."""
+    of stage 2's sampling in the same run (docs/training.md §3)."""
     from shoparena.train.grpo import GRPOConfig
     from shoparena.train.kto import KTOConfig
 

@@ -1,4 +1,4 @@
-"""The per-step teacher tool-match reward (training.md §3.1, upstream ToolRL correctness rescaled to [0, 1]),
+"""The per-step teacher tool-match reward (docs/training.md §3.1, upstream ToolRL correctness rescaled to [0, 1]),
 pinned against values computed by hand: score / (1 + Σ(1 + #params))."""
 
 from __future__ import annotations

@@ -175,4 +175,4 @@ def test_the_stages_that_set_their_own_default_learning_rate_keep_its_bound(bad:
     for config in (KTOConfig, GRPOConfig):
         with pytest.raises(ValueError, match="learning_rate"):
             config(learning_rate=bad)
-    assert (KTOConfig().learning_rate, GRPOConfig().learning_rate) == (5e-6, 5e-7)  # training.md §3
+    assert (KTOConfig().learning_rate, GRPOConfig().learning_rate) == (5e-6, 5e-7)  # docs/training.md §3

@@ -1,4 +1,4 @@
-"""Batch mode (ORO's design, arena.md §3): one sandbox per batch, the agent imported once, one forked process per
+"""Batch mode (ORO's design, docs/arena.md §3): one sandbox per batch, the agent imported once, one forked process per
 problem. One problem's attack (fork bomb, memory bomb, endless loop, segfault, exit) never costs the other
 problems of the batch their run; timeouts stay per problem; outcomes stream back as problems finish; the agent
 module is imported once; each problem sees only its own run token; the validator keeps partial results when the

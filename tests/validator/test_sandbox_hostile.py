@@ -1,4 +1,4 @@
-"""Containment, proved with real hostile agents in the bubblewrap sandbox (issue 4, arena.md §13, §15).
+"""Containment, proved with real hostile agents in the bubblewrap sandbox (issue 4, docs/arena.md §13, §15).
 
 Every attack runs for real, in both modes (``batch``: one sandbox per batch, a forked process per problem;
 ``per_problem``); each test asserts what the agent managed (nothing), how the run was reported, and that the

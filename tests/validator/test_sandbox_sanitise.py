@@ -1,4 +1,4 @@
-"""Sanitisation: an agent sees the query and harmless metadata, never an answer (arena.md §4, §15)."""
+"""Sanitisation: an agent sees the query and harmless metadata, never an answer (docs/arena.md §4, §15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The validator loop: sandbox → rule score → judge → append-only records (issue 4, arena.md §6, §7.4, §15)."""
+"""The validator loop: sandbox → rule score → judge → append-only records (issue 4, docs/arena.md §6, §7.4, §15)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_evaluation_writes_one_record_per_problem_and_resumes(world, tmp_path: P
             assert r.pipeline.scorer_mode == "strict" and r.pipeline.judge == "rubric"
             assert r.judge is not None and r.judge["trace_sha256"] and r.coefficient == coefficient(r.judge_score)
         assert store.verify().ok
-        # arena.md §7.4: final = success_rate × coeff(q), q = mean judge score over judged problems
+        # docs/arena.md §7.4: final = success_rate × coeff(q), q = mean judge score over judged problems
         q = sum(r.judge_score for r in records) / len(records)
         assert first.reasoning_quality == pytest.approx(q, abs=1e-4)
         assert first.final_score == pytest.approx(round(first.success_rate * coefficient(q), 4))
@@ -69,7 +69,7 @@ def test_pipeline_agent_is_recorded_as_axis_b(world, tmp_path: Path) -> None:
 
 def test_judge_failure_is_never_a_score(world, tmp_path: Path) -> None:
     """An LLM judge that cannot answer the rubric (an offline shopping policy) fails every verdict: the run is
-    FAILED for retry and no problem gets a record with a made-up score (arena.md §7.5)."""
+    FAILED for retry and no problem gets a record with a made-up score (docs/arena.md §7.5)."""
     catalog, problems, _ = world
     config = ValidatorConfig(sandbox="process", allow_non_hermetic=True, judge="llm:policy:novice")
     with open_store(f"sqlite:///{tmp_path / 't.db'}") as store:
@@ -81,7 +81,7 @@ def test_judge_failure_is_never_a_score(world, tmp_path: Path) -> None:
 
 def test_a_small_run_whose_every_verdict_failed_is_failed_for_retry(world, tmp_path: Path) -> None:
     """Two judged problems, both verdicts failed: below the health rule's three calls, yet no verdict is left to
-    weigh the run by, so it is FAILED for retry, never a score (arena.md §7.5), and no record is written."""
+    weigh the run by, so it is FAILED for retry, never a score (docs/arena.md §7.5), and no record is written."""
     catalog, problems, _ = world
     config = ValidatorConfig(sandbox="process", allow_non_hermetic=True, judge="llm:policy:novice")
     with open_store(f"sqlite:///{tmp_path / 't.db'}") as store:
@@ -97,7 +97,7 @@ def test_a_small_run_whose_every_verdict_failed_is_failed_for_retry(world, tmp_p
 
 
 def test_an_agent_that_fails_everything_scores_zero_and_the_arena_takes_it(world, tmp_path: Path) -> None:
-    """Nothing reaches the judge when every problem fails (arena.md §7.1 judges SUCCESS envelopes only): q is
+    """Nothing reaches the judge when every problem fails (docs/arena.md §7.1 judges SUCCESS envelopes only): q is
     unknown, but success_rate · coeff is 0 for every coefficient, so the run completes with 0.0, and the arena's
     complete accepts it (it refuses a SUCCESS without a score in [0, 1], which crashed an 8-day simulation)."""
     from shoparena.arena.state.types import CompleteRequest

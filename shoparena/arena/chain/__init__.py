@@ -1,4 +1,4 @@
-"""The chain behind the arena (arena.md §10, §14.1): one :class:`Chain` interface, a :class:`LocalChain` with
+"""The chain behind the arena (docs/arena.md §10, §14.1): one :class:`Chain` interface, a :class:`LocalChain` with
 Yuma consensus for simulations, and a :class:`SubtensorChain` adapter over the optional ``bittensor`` SDK."""
 
 from shoparena.arena.chain.local import LocalChain

@@ -1,5 +1,5 @@
 """``LocalChain``: an in-process subnet with Bittensor's registration, staking, weight and epoch rules
-(arena.md §10.2–10.3), so a simulated SN15 runs without a node.
+(docs/arena.md §10.2–10.3), so a simulated SN15 runs without a node.
 
 - Registration: uids 0…n−1 in order; when ``max_allowed_uids`` are taken, the new hotkey replaces the uid with
   the lowest last-epoch emission, ties to the older registration, then the lower uid; uids younger than

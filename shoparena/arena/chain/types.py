@@ -1,4 +1,4 @@
-"""Chain records and the one chain interface (arena.md §10, §14.1).
+"""Chain records and the one chain interface (docs/arena.md §10, §14.1).
 
 ``Hyperparameters`` and ``WeightResult`` are frozen pydantic models. ``Metagraph`` and ``EpochResult`` carry
 vectors and n×n matrices, so they are frozen dataclasses whose numpy arrays are read-only (``to_dict`` gives

@@ -1,4 +1,4 @@
-"""Yuma consensus for one epoch, as pure numpy (arena.md §10.3).
+"""Yuma consensus for one epoch, as pure numpy (docs/arena.md §10.3).
 
 Notation: n uids; ``S`` the normalised stake of active, permitted validators (zero elsewhere); ``W`` the n×n
 row-normalised weights (row i = what validator i set); ``B`` the previous bonds.

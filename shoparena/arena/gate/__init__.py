@@ -1,5 +1,5 @@
 """The submission gate: format checks, an AST rule engine with ORO's severities, bank-aware integrity checks and
-code similarity against released agents (arena.md §2.3; ``docs/arena-design.md`` §2).
+code similarity against released agents (docs/arena.md §2.3; ``docs/arena-design.md`` §2).
 
     from shoparena.arena.gate import PhraseIndex, check_submission
 

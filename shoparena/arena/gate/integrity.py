@@ -1,4 +1,4 @@
-"""Integrity rules (severity ``integrity`` → full cooldown): answers carried in the file (arena.md §2.3).
+"""Integrity rules (severity ``integrity`` → full cooldown): answers carried in the file (docs/arena.md §2.3).
 
 Bank-aware rules need a :class:`~shoparena.arena.gate.phrases.PhraseIndex` of every bank (or extra product ids);
 structural ones (``id_list``, ``obfuscation_import``, hash-keyed tables) run without. Texts scanned are the raw

@@ -1,6 +1,6 @@
 """The banks' fingerprints: GT ids, ≥ 6-word phrases, exact texts and token statistics of every bank problem.
 
-:class:`PhraseIndex` is built once from all banks (static suites, open bank, held-out bank; arena.md §2.3 [rec])
+:class:`PhraseIndex` is built once from all banks (static suites, open bank, held-out bank; docs/arena.md §2.3 [rec])
 and answers the integrity rules' questions about a string: which GT ids it contains, which problem-specific
 phrases it copies, whether it *is* a query / GT title / Knowledge answer, whether a short fragment or a word pair
 points at one problem. Texts are normalised (NFKC, casefold, zero-width characters dropped, punctuation →
@@ -26,7 +26,7 @@ PHRASE_CHARS = 30
 _WORD = re.compile(r"[^\W_]+(?:[\u00ad\u200b-\u200f\u2060\ufeff]+[^\W_]+)*")
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
 _DIGITS = re.compile(r"(?<![0-9])[0-9]{6,12}(?![0-9])")
-#: Words that never make a suite-specific entry (arena.md §2.3 "allowed"): stopwords, service filter strings,
+#: Words that never make a suite-specific entry (docs/arena.md §2.3 "allowed"): stopwords, service filter strings,
 #: category words and the request template's vocabulary.
 ALLOWED_WORDS: frozenset[str] = frozenset("""
 a an the and or but if of to in on at by for with from as is are was were be been being it its this that these

@@ -1,4 +1,4 @@
-"""What the gate bans, as data: dotted names → (rule id, why), matched by longest prefix (arena.md §2.3).
+"""What the gate bans, as data: dotted names → (rule id, why), matched by longest prefix (docs/arena.md §2.3).
 
 A *qualified name* is what an expression resolves to (``os.system``, ``builtins.eval``, ``urllib.request``); see
 :mod:`shoparena.arena.gate.resolve`. The longest matching prefix decides: ``os`` is banned but ``os.environ`` is
@@ -88,7 +88,7 @@ EXACT: dict[str, tuple[str, str]] = {
     "<globals>": ("dynamic_access", "exposes the module namespace (and __builtins__) to run-time names"),
 }
 
-#: Integrity: decoders used to hide embedded data (ids, answers) from review (arena.md §2.3 "obfuscation").
+#: Integrity: decoders used to hide embedded data (ids, answers) from review (docs/arena.md §2.3 "obfuscation").
 OBFUSCATION: frozenset[str] = frozenset({
     "base64", "binascii", "codecs", "zlib", "lzma", "bz2", "gzip", "zipfile", "tarfile", "quopri", "uu", "marshal",
 })

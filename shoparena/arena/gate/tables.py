@@ -1,4 +1,4 @@
-"""Lookup-table rules (integrity): id lists, answer tables and suite-specific dictionaries (arena.md §2.3).
+"""Lookup-table rules (integrity): id lists, answer tables and suite-specific dictionaries (docs/arena.md §2.3).
 
 A *table* is any literal container (list, tuple, set, dict), ``dict(key=…)``, ``zip(A, B)`` of literal lists or a
 literal ``"a|b|c".split("|")``. Its *entries* are its elements (dict: key/value pairs). How the table is used

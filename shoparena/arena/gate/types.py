@@ -1,4 +1,4 @@
-"""Records of the submission gate: a violation, the report, and the gate's configuration (arena.md §2.3).
+"""Records of the submission gate: a violation, the report, and the gate's configuration (docs/arena.md §2.3).
 
 Severities follow ORO's two classes plus the format class: ``security`` (banned imports and calls, file writes,
 raw network: the sandbox would stop them, so a reduced cooldown), ``integrity`` (answer leakage: product ids,

@@ -1,4 +1,4 @@
-"""Submissions (arena.md §2): the atomic per-hotkey cooldown, the gate, agents and versions v1, v2, ….
+"""Submissions (docs/arena.md §2): the atomic per-hotkey cooldown, the gate, agents and versions v1, v2, ….
 
 Atomicity: the cooldown is taken *before* the gate runs, by one conditional statement in a write transaction —
 ``UPDATE miners SET next_allowed_at = now + cooldown … WHERE hotkey = ? AND next_allowed_at <= now`` — which at

@@ -1,4 +1,4 @@
-"""The arena's records (frozen pydantic) and errors, shaped like ORO's SDK models (arena.md §2.1, §6, §8)."""
+"""The arena's records (frozen pydantic) and errors, shaped like ORO's SDK models (docs/arena.md §2.1, §6, §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The validator work queue (arena.md §6): work items with X-of-Y validator agreement, leases, the reaper.
+"""The validator work queue (docs/arena.md §6): work items with X-of-Y validator agreement, leases, the reaper.
 
 A work item asks for ``required_successes`` (X) successful runs from distinct validators of one agent version on
 one suite; it fails once more than ``max_attempts − X`` runs failed (Y attempts in all). Each claim creates an

@@ -1,5 +1,5 @@
 """Corpus exports: SFT, KTO and GRPO training sets in JSONL, Parquet and a ``datasets`` directory, and the export's
-``manifest.json`` (``training.md`` §2 data contract, §3.1 per-step tool-match reward, §4.3 KTO rows, §4.4 GRPO).
+``manifest.json`` (``docs/training.md`` §2 data contract, §3.1 per-step tool-match reward, §4.3 KTO rows, §4.4 GRPO).
 
 One module per trainer format — :mod:`~shoparena.corpus.export.sft`, :mod:`~shoparena.corpus.export.kto`,
 :mod:`~shoparena.corpus.export.grpo` — over :mod:`~shoparena.corpus.export.common` (rows, writers, readers) and
@@ -14,7 +14,7 @@ Row forms (the JSONL row is *the* row; the other formats hold the same values):
 
 - SFT: ``{"id", "problem_id", "bucket", "source", "messages", "tools"}`` — ``messages`` in OpenAI form, tool-call
   ``arguments`` JSON **strings** (sent byte for byte as the trajectory holds them; a dict is encoded once),
-  ``tools`` the nested OpenAI tool list as one JSON string (pitfall 1 of ``training.md`` §7: Arrow would otherwise
+  ``tools`` the nested OpenAI tool list as one JSON string (pitfall 1 of ``docs/training.md`` §7: Arrow would otherwise
   unify argument dicts and tool schemas across rows).
 - KTO (TRL ``KTOTrainer``, unpaired): one row per assistant turn — ``prompt`` = every message before the turn,
   ``completion`` = ``[that assistant turn]`` only (TRL trains every completion token), ``label`` = bool from

@@ -1,4 +1,4 @@
-"""The structural-quality filter (``paper.md`` §3; ``training.md`` §2.2): reasoning-coefficient gate, the five
+"""The structural-quality filter (``docs/paper.md`` §3; ``docs/training.md`` §2.2): reasoning-coefficient gate, the five
 hard format rejects, axis split, per-problem dedup and structural ranking, and an optional outcome gate.
 
 Owns :class:`FilterConfig`, the stages (:class:`JudgeGate`, :class:`FormatGate`, :class:`AxisSplit`,

@@ -1,4 +1,4 @@
-"""The filter's one configuration object, :class:`FilterConfig` (``paper.md`` §3; ``docs/corpus-design.md``).
+"""The filter's one configuration object, :class:`FilterConfig` (``docs/paper.md`` §3; ``docs/corpus-design.md``).
 
 Validated once when built (pydantic, frozen); the stages copy the few values they need into plain attributes so
 no per-row work touches pydantic.
@@ -20,7 +20,7 @@ class FilterConfig(BaseModel):
 
     min_judge_score: float = Field(default=0.5, ge=0.0, le=1.0)
     """Judge gate threshold (inclusive): a row passes when its ``judge_score`` — or, when that is missing, its
-    run's reasoning ``coefficient`` — is at least this. The paper's value is not public (``training.md`` §2.2)."""
+    run's reasoning ``coefficient`` — is at least this. The paper's value is not public (``docs/training.md`` §2.2)."""
     judge_missing: Literal["keep", "reject"] = "keep"
     """What the judge gate does with a row that has neither a judge score nor a coefficient (imports such as ORO
     SFT rows): ``keep`` lets it through (the structural gates still apply), ``reject`` counts it as

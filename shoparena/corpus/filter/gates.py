@@ -1,5 +1,5 @@
 """The per-row gates: :class:`JudgeGate` (reasoning-coefficient gate), :class:`FormatGate` (the five hard format
-rejects of ``paper.md`` §3 / Appendix A.2), :class:`AxisSplit` (keep axis-A, route axis-B to the rewriter) and
+rejects of ``docs/paper.md`` §3 / Appendix A.2), :class:`AxisSplit` (keep axis-A, route axis-B to the rewriter) and
 :class:`OutcomeGate` (Trac's *freeze*). Each streams: one row in, decided, out or rejected with a counted reason.
 """
 
@@ -90,7 +90,7 @@ def recommended_ids(args: dict[str, Any]) -> list[str] | None:
 
 
 class FormatGate(Stage):
-    """The five hard rejects (``paper.md`` §3, Appendix A.2), checked in :data:`FORMAT_REASONS` order:
+    """The five hard rejects (``docs/paper.md`` §3, Appendix A.2), checked in :data:`FORMAT_REASONS` order:
 
     - ``unpaired_tool_call``: an assistant turn's tool calls are not answered, one tool message each, by the tool
       messages that directly follow it (by ``tool_call_id`` when calls and responses all carry ids, else by
@@ -233,7 +233,7 @@ class AxisSplit(Stage):
 
 
 class OutcomeGate(Stage):
-    """Trac's *freeze* (``paper.md`` §3): with ``require_success`` only rows the rule scorer marked successful
+    """Trac's *freeze* (``docs/paper.md`` §3): with ``require_success`` only rows the rule scorer marked successful
     stay (``outcome_failed``, ``outcome_unscored`` otherwise; failed ones are collected in :attr:`failed` for
     preference data when ``allow_failed``); without it every row stays except failed ones when
     ``allow_failed=False``."""

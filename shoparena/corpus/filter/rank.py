@@ -1,4 +1,4 @@
-"""Dedup and structural ranking (``paper.md`` §3, Appendix A.3): per problem, drop exact duplicates, score every
+"""Dedup and structural ranking (``docs/paper.md`` §3, Appendix A.3): per problem, drop exact duplicates, score every
 row on its structure, keep the best ``per_problem`` (1–2), breaking ties towards different tool-call shapes.
 
 Per row (:func:`features`), over its assistant tool calls in order:

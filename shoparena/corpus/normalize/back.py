@@ -1,7 +1,7 @@
 """Rows back to source formats: upstream step records (:func:`to_steps`), the ORO envelope (:func:`to_envelope`)
 and OpenAI chat data (:func:`to_openai`); ORO SFT rows are :func:`~shoparena.corpus.normalize.to_oro_sft`.
 
-Store records, rollouts and envelopes come back exactly as they were read (shoppingbench.md §6.3, lossless both
+Store records, rollouts and envelopes come back exactly as they were read (docs/shoppingbench.md §6.3, lossless both
 ways) while their messages are unchanged; changed or foreign rows (rewrites, SFT imports) get step records built
 from their messages by :func:`shoparena.env.records.messages_to_steps`, with tag-protocol ``content`` so
 ``format_reward`` applies.

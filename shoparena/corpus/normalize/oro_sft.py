@@ -1,4 +1,4 @@
-"""ORO SFT rows (training.md §2.1–§2.3, shoppingbench.md §4.3, §5.2) ↔ rows: :func:`iter_oro_sft`,
+"""ORO SFT rows (docs/training.md §2.1–§2.3, docs/shoppingbench.md §4.3, §5.2) ↔ rows: :func:`iter_oro_sft`,
 :func:`from_oro_sft`, :func:`to_oro_sft`.
 
 An ORO row is ``{"messages", "tools", …}`` with flat tools (``{type, name, description, parameters}``). Assistant
@@ -6,7 +6,7 @@ turns are Qwen3-native text — ``<think>…</think>`` then ``<tool_call>\\n{"na
 blocks — or already structured (``content`` / ``reasoning_content`` / ``tool_calls``). Tool results come as
 ``role: "tool"`` messages or as user messages made of ``<tool_response>…</tool_response>`` blocks; both become
 ``role: "tool"`` messages (a wrapped user message would count as a real user query to the Qwen3 template and
-strip every earlier turn's reasoning, training.md §2.3).
+strip every earlier turn's reasoning, docs/training.md §2.3).
 
 Tool calls parsed from text get ids ``call_<upstream id>`` (unique within the row); a following ``role: "tool"``
 message that carries its own ``tool_call_id`` lends it to the call instead. Results pair with the calls of the

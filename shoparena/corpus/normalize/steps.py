@@ -1,5 +1,5 @@
 """Step-record sources → rows: upstream rollout files (:func:`iter_rollouts`) and ORO ``output.jsonl`` envelopes
-(:func:`iter_envelopes`), shoppingbench.md §6.1–§6.3.
+(:func:`iter_envelopes`), docs/shoppingbench.md §6.1–§6.3.
 
 Steps become canonical messages with :func:`shoparena.env.records.steps_to_messages` (in the flavour of the
 first step that has calls); what the messages do not say (``extra_info``, raw tag ``content``, ``prompt``) goes

@@ -1,6 +1,6 @@
 """The gateway's call log: one frozen :class:`CallRecord` per request a run made, accepted or rejected.
 
-This log is the ground truth of a run (arena.md §5): the judge and the corpus filter read it, never anything the
+This log is the ground truth of a run (docs/arena.md §5): the judge and the corpus filter read it, never anything the
 agent writes. Records are built by the gateway on the hot path with ``model_construct`` (every field is produced
 by gateway code, so there is nothing to validate); :func:`read_call_log` validates them when they come back from
 disk. ``calls.jsonl`` holds one record per line, in ``(run_id, seq)`` order when written by :func:`write_call_log`.

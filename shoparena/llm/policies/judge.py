@@ -5,7 +5,7 @@ answer it as a judge model would. A :class:`JudgePolicy` reads only the conversa
 DATA block of the judge's user message (``<<<TRACE nonce>>>`` … ``<<<END TRACE nonce>>>``), checks that the nonce is
 the prefix of the SHA-256 of the text between the markers (so it has recovered the rendered trace byte for byte),
 re-reads the trace's layout (query, call-log summary and lines, per step THINKING with its provenance tag, TOOL,
-RESULT, RESPONSE), decides the four gates of arena.md §7.3, and answers with exactly the JSON object the prompt asks
+RESULT, RESPONSE), decides the four gates of docs/arena.md §7.3, and answers with exactly the JSON object the prompt asks
 for, every evidence quote a verbatim substring of the block with its offsets. The answer then goes through the LLM
 judge's own parser and span check like any model's. A prompt it cannot read (no DATA block, a nonce that does not
 match) gets a short prose refusal, which the LLM judge counts as an unparseable answer: a failure, never a score.

@@ -3,7 +3,7 @@
 :class:`Knowledge` merges every observation into one table of :class:`Cand` (search fields: shop, title,
 price, services; view fields: attributes, SKU variants, descriptions; check reports). :func:`match` grades a
 candidate against an :class:`~shoparena.llm.policies.phrases.ItemSpec` the way the rule scorer counts
-constraints (shoppingbench.md §7.2): price mode, each service code, each attribute/option phrase (matched
+constraints (docs/shoppingbench.md §7.2): price mode, each service code, each attribute/option phrase (matched
 against attribute values or one SKU variant, exact and lowercased), plus the head noun in the title as a
 stand-in for the title axis the policy cannot compute.
 """

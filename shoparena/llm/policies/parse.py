@@ -1,4 +1,4 @@
-"""Query understanding: bucket, the requested items in order, and the voucher block (shoppingbench.md §3.3).
+"""Query understanding: bucket, the requested items in order, and the voucher block (docs/shoppingbench.md §3.3).
 
 ``parse_request(query)`` is what every policy (and the ``classify_intent`` answer) starts from. It reads only
 the query text, never a problem record, and is cached by text. Items are split on numbered lists (``(1) …;

@@ -1,4 +1,4 @@
-"""Reading the conversation a policy receives, in both harness protocols (shoppingbench.md §5).
+"""Reading the conversation a policy receives, in both harness protocols (docs/shoppingbench.md §5).
 
 - **tags**: ``[system, user]`` where the user message is ``# Dialogue Records History`` + ``<user>query</user>``
   + per turn ``<think>``, ``<tool_call>[…]</tool_call>`` and ``<obs>[{tool_call_id, results}]</obs>`` blocks

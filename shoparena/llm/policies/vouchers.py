@@ -1,4 +1,4 @@
-"""Voucher arithmetic for the bundle choice (shoppingbench.md §3.3, §7.3).
+"""Voucher arithmetic for the bundle choice (docs/shoppingbench.md §3.3, §7.3).
 
 The shopper pays the bundle total, or the discounted total when the voucher applies: a platform voucher
 always, a shop voucher only when every product comes from one shop, and either only from the threshold on

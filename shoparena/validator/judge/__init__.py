@@ -1,4 +1,4 @@
-"""The reasoning judge (arena.md §7): judges behind one interface, chosen by a spec string.
+"""The reasoning judge (docs/arena.md §7): judges behind one interface, chosen by a spec string.
 
 - ``rubric`` — :class:`RubricJudge`, the deterministic offline judge (the embedded default);
 - ``llm:<model-uri>[,<model-uri>…]`` — :class:`LLMJudge` over a pool of chat models (any URI ``get_backend``

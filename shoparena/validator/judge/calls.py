@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 __all__ = ["LoggedCall", "Provenance", "completion_texts", "normalise_calls", "normalise_text", "provenance"]
 
-#: Completion tokens an inference call needs for gate 1 (arena.md §7.3).
+#: Completion tokens an inference call needs for gate 1 (docs/arena.md §7.3).
 MIN_COMPLETION_TOKENS = 30
 
 Provenance = Literal["verified", "partial", "unverified", "unknown"]

@@ -1,6 +1,6 @@
 """The LLM judge: the 4-gate prompt sent to a pool of chat models, answers parsed, citations verified.
 
-Call policy (arena.md §7.3): temperature 0, ``max_tokens`` 3072, 90 s per call, at most 8 attempts per verdict
+Call policy (docs/arena.md §7.3): temperature 0, ``max_tokens`` 3072, 90 s per call, at most 8 attempts per verdict
 needed. A 429 / 5xx / timeout / connection failure rotates to the next model after a backoff
 (``min(backoff_s · 2^n, max_backoff_s)``); 401 / 403 aborts (the token is bad for every model); 400 / 404 / 422 and
 an *unparseable* 200 blacklist that model for the rest of the evaluation (this judge object's life). A parseable
@@ -119,7 +119,7 @@ class _Model:
 
 
 class LLMJudge:
-    """arena.md §7 with a pool of chat models (module docstring)."""
+    """docs/arena.md §7 with a pool of chat models (module docstring)."""
 
     prompt_version = PROMPT_VERSION
 

@@ -1,4 +1,4 @@
-"""The canonical rendered trace every judge reads and every cited span indexes into (arena.md §7.2).
+"""The canonical rendered trace every judge reads and every cited span indexes into (docs/arena.md §7.2).
 
 ``render_trace(query, steps, calls)`` is deterministic: the same inputs give the same text and the same
 ``sha256``. Layout::

@@ -1,4 +1,4 @@
-"""The deterministic offline judge: arena.md §7.3's four gates from the call log and the rendered trace.
+"""The deterministic offline judge: docs/arena.md §7.3's four gates from the call log and the rendered trace.
 
 Gates, in order; the first that fails sets the score (G1 0.1, G2 0.3, G3 0.5, G4 0.7; all pass 0.9):
 
@@ -116,7 +116,7 @@ def _short(text: str, n: int = 110) -> str:
 
 
 class RubricJudge:
-    """arena.md §7.3 as a pure function of the trace and the call log (module docstring)."""
+    """docs/arena.md §7.3 as a pure function of the trace and the call log (module docstring)."""
 
     name = "rubric"
     prompt_version = f"rubric-{RUBRIC_VERSION}+render-{RENDER_VERSION}"

@@ -1,6 +1,6 @@
 """The reasoning judge's contract: a verdict with cited spans, the judge protocol, and the score arithmetic.
 
-arena.md §7: a strict 4-gate decision tree over the trace and the gateway call log; the first failing gate sets
+docs/arena.md §7: a strict 4-gate decision tree over the trace and the gateway call log; the first failing gate sets
 the score (G1 0.1, G2 0.3, G3 0.5, G4 0.7; all pass 0.9). Every verdict cites its evidence as character spans of
 the *rendered trace* (see ``render.py``) with the quoted text; a verdict whose spans do not match the trace is not
 accepted. A judge infrastructure failure is a verdict with ``ok=False`` — it never becomes a score.
@@ -84,7 +84,7 @@ class Judge(Protocol):
 
 
 def coefficient(q: float | None) -> float | None:
-    """arena.md §7.4: ``1.0 if q ≥ 0.8 else round(0.3 + q·0.7/0.8, 4)``; None when nothing was judged."""
+    """docs/arena.md §7.4: ``1.0 if q ≥ 0.8 else round(0.3 + q·0.7/0.8, 4)``; None when nothing was judged."""
     if q is None:
         return None
     return 1.0 if q >= 0.8 else round(0.3 + q * 0.7 / 0.8, 4)

@@ -1,4 +1,4 @@
-"""The Docker backend, for production validators: ORO's ``build_sandbox_command`` flags (arena.md §4).
+"""The Docker backend, for production validators: ORO's ``build_sandbox_command`` flags (docs/arena.md §4).
 
 One ``docker run --rm`` per problem from an image that carries Python and the ``shoparena`` package (the agent's
 imports). Bound into the container: the agent file, the sanitised problem and the entry script read-only under

@@ -1,6 +1,6 @@
 """Batch mode inside the sandbox, the trusted side: the executor (standard library only; loaded by :mod:`entry`).
 
-ORO's ``sandbox_executor`` (arena.md §3) with the agent's code kept out of it: the executor forks the zygote
+ORO's ``sandbox_executor`` (docs/arena.md §3) with the agent's code kept out of it: the executor forks the zygote
 (:mod:`zygote`, which imports the agent once), then reads the batch (problems and each problem's environment,
 run token included) from an inherited memfd that it closes at once, and runs up to ``workers`` problems at a
 time, each in its own process forked by the zygote and re-parented to the executor (a child subreaper). It is not

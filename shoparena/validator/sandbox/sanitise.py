@@ -1,7 +1,7 @@
 """The problem as an agent may see it: an allowlist, never a denylist.
 
 ORO removes ``reward``, ``voucher`` and ``reward_title_embeddings`` from the problems it hands its sandbox, and its
-local runner was reported to leak them anyway (arena.md §4); a denylist misses the next field someone adds. Here
+local runner was reported to leak them anyway (docs/arena.md §4); a denylist misses the next field someone adds. Here
 only ``problem_id``, ``query`` and harmless scalar metadata (``bucket`` / ``category``, ``difficulty``,
 ``title``) survive; a ``title`` that repeats a ground-truth title is dropped too.
 """

@@ -2,10 +2,10 @@
 
 A sandbox runs one submitted single-file agent on a batch of sanitised problems, one process per problem. Its only
 peer is the gateway, reached through a Unix socket bound into the sandbox; everything it writes goes to a private
-tmpfs. Two modes (:attr:`SandboxLimits.mode`): ``batch`` (ORO's design, arena.md §3: one sandbox per batch, the
+tmpfs. Two modes (:attr:`SandboxLimits.mode`): ``batch`` (ORO's design, docs/arena.md §3: one sandbox per batch, the
 agent file imported once, each problem in its own forked process with its own limits and timeout) and
 ``per_problem`` (a fresh sandbox and interpreter for every problem). Each problem yields an :class:`Outcome`: the ORO envelope (``SUCCESS`` / ``FAILED`` / ``TIMED_OUT``,
-error, dialogue; arena.md §3, shoppingbench.md §6.2) plus sandbox metadata (exit code, output tails, wall time).
+error, dialogue; docs/arena.md §3, docs/shoppingbench.md §6.2) plus sandbox metadata (exit code, output tails, wall time).
 """
 
 from __future__ import annotations

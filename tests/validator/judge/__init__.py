@@ -1,4 +1,4 @@
-"""Builders for hand-made trajectories and their gateway call logs (upstream step format, shoppingbench.md §6.1),
+"""Builders for hand-made trajectories and their gateway call logs (upstream step format, docs/shoppingbench.md §6.1),
 and chat-backend stand-ins whose answers the LLM-judge tests control."""
 
 from __future__ import annotations

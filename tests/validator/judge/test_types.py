@@ -1,4 +1,4 @@
-"""The verdict contract and the score arithmetic (arena.md §7.4)."""
+"""The verdict contract and the score arithmetic (docs/arena.md §7.4)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_final_score_and_undefined_quality() -> None:
 
 
 def test_llm_free_floor() -> None:
-    """The lowest judged value (0.1, G1 failed) gives the lowest reachable coefficient, 0.3875 (arena.md §13)."""
+    """The lowest judged value (0.1, G1 failed) gives the lowest reachable coefficient, 0.3875 (docs/arena.md §13)."""
     assert coefficient(GATE_SCORES[1]) == 0.3875
     assert min(coefficient(s) for s in (*GATE_SCORES.values(), PASS_SCORE)) == 0.3875
 
