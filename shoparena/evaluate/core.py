@@ -38,7 +38,7 @@ from shoparena.evaluate.stats import (
     paired_bootstrap,
     sign_test,
 )
-from shoparena.scoring.metrics import bootstrap_ci, strict_pass
+from shoparena.scoring.metrics import N_RESAMPLES, bootstrap_ci, ratio_bootstrap_ci, strict_pass
 from shoparena.scoring.types import FIELDS
 from shoparena.tasks.types import ASR_BUCKETS, Problem
 from shoparena.validator.run import read_run_file
@@ -77,7 +77,7 @@ class EvalConfig(BaseModel):
     protocol: Literal["native", "tags"] | None = None
     problem_set: str = "problems"
     """Where the problems came from (a file, or ``CORPUS:eval`` / ``CORPUS:never_touch``)."""
-    n_resamples: int = Field(10000, ge=100)
+    n_resamples: int = Field(N_RESAMPLES, ge=100)
     judges: list[JudgeEntry] = Field(default_factory=list)
     """Judges that judge every stored episode after the runs (:mod:`shoparena.evaluate.judging`)."""
     judge_gate: float = Field(JUDGE_GATE, ge=0.0, le=1.0)
@@ -232,16 +232,11 @@ def _model_summary(rows: list[dict[str, Any]], problems: Sequence[Problem], n_sa
             samples = by.get(p.problem_id, [])
             hits.append(sum((s.get("axis_hits") or {}).get(axis, 0) for s in samples))
             totals.append(sum((s.get("axis_totals") or {}).get(axis, 0) for s in samples))
-        h, t = np.asarray(hits, dtype=np.float64), np.asarray(totals, dtype=np.float64)
-        if t.sum() == 0:
+        if sum(totals) == 0:
             continue
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, len(h), size=(n_resamples, len(h)))
-        th = t[idx].sum(axis=1)
-        ratio = np.where(th > 0, h[idx].sum(axis=1) / np.where(th > 0, th, 1), np.nan)
-        lo, hi = np.nanquantile(ratio, [0.025, 0.975])
-        by_axis[axis] = {"rate": round(float(h.sum() / t.sum()), 6), "ci": [round(float(lo), 6), round(float(hi), 6)],
-                         "items": int(t.sum())}
+        lo, hi = ratio_bootstrap_ci(hits, totals, n_resamples=n_resamples, seed=seed)
+        by_axis[axis] = {"rate": round(sum(hits) / sum(totals), 6), "ci": [round(lo, 6), round(hi, 6)],
+                         "items": int(sum(totals))}
     out["by_axis"] = by_axis
     pk, ph = {}, {}
     for k in range(1, n_samples + 1):

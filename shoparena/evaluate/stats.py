@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from shoparena.scoring.metrics import CONFIDENCE, N_RESAMPLES, bootstrap_stats, percentile_interval
+
 __all__ = [
     "Confusion", "McNemar", "PairedDiff", "SignTest", "cohen_kappa", "confusion", "fleiss_kappa", "majority_success",
     "mcnemar_exact", "min_detectable_difference", "paired_bootstrap", "sign_test",
@@ -105,19 +107,17 @@ def _pair(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarra
     return x, y
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10000, confidence: float = 0.95,
-                     seed: int = 0) -> PairedDiff:
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n_resamples: int = N_RESAMPLES,
+                     confidence: float = CONFIDENCE, seed: int = 0) -> PairedDiff:
     """Percentile bootstrap of mean(b) − mean(a) over problems (``a[i]``, ``b[i]``: per-problem success rates of
-    the same problem). The p-value is ``min(1, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)))`` over the resampled differences."""
+    the same problem), resampled through the one bootstrap (:func:`shoparena.scoring.metrics.bootstrap_stats`).
+    The p-value is ``min(1, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)))`` over the resampled differences."""
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
     x, y = _pair(a, b)
     d = y - x
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, d.size, size=(n_resamples, d.size))
-    stats = d[idx].mean(axis=1)
-    alpha = 1 - confidence
-    lo, hi = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    stats = bootstrap_stats(d, n_resamples=n_resamples, seed=seed)
+    lo, hi = percentile_interval(stats, confidence)
     p = min(1.0, 2 * min(float(np.mean(stats <= 0)), float(np.mean(stats >= 0))))
     return PairedDiff(diff=float(d.mean()), ci=(float(lo), float(hi)), p_value=p, n_problems=int(d.size),
                       n_resamples=n_resamples, seed=seed)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shoparena.errors import ConfigError
-from shoparena.scoring.metrics import bootstrap_ci, default_ks, strict_pass
+from shoparena.scoring.metrics import N_RESAMPLES, bootstrap_ci, default_ks, strict_pass
 from shoparena.scoring.types import FIELDS, BucketReport, ProblemScore, ScoreReport
 from shoparena.tasks.types import ASR_BUCKETS
 from shoparena.types import Mode
@@ -130,7 +130,7 @@ def aggregate(
     mode: Mode,
     suite_size: int | Mapping[str, int] | None = None,
     ks: Sequence[int] | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> ScoreReport:

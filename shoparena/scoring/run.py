@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shoparena.catalog.types import ProductLookup
 from shoparena.errors import ConfigError, DataError
 from shoparena.scoring.aggregate import aggregate
+from shoparena.scoring.metrics import N_RESAMPLES
 from shoparena.scoring.rollouts import Rollout, RolloutLoadReport, load_rollouts, match_rollouts
 from shoparena.scoring.scorer import Scorer
 from shoparena.scoring.similarity import TitleSimilarity, get_similarity
@@ -38,7 +39,7 @@ class ScoreConfig(BaseModel):
     suite_size: int | None = None
     """Strict denominator; default: the number of problems given."""
     ks: list[int] | None = None
-    n_resamples: int = 1000
+    n_resamples: int = N_RESAMPLES
     confidence: float = 0.95
     seed: int = 0
 

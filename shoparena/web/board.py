@@ -9,39 +9,28 @@ for one pass. PostgreSQL assigns ``seq`` before commit, so a concurrent append m
 the aggregates are recomputed whenever ``max(seq)`` moves.
 
 The interval of a success rate is the percentile bootstrap of the mean of ``n`` 0/1 outcomes with ``k``
-successes. Resampling such a sample with replacement gives ``Binomial(n, k/n) / n`` exactly, so it is drawn that
-way (seeded, 1000 resamples, 95 %): the same distribution as :func:`shoparena.scoring.metrics.bootstrap_ci` over
-the outcomes, in O(resamples) instead of O(resamples × n).
+successes: :func:`shoparena.scoring.metrics.binary_bootstrap_ci` (the package's one bootstrap, its default
+resamples, 95 %, seed 0).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
+from shoparena.scoring.metrics import binary_bootstrap_ci
 from shoparena.store.schema import records
 from shoparena.web.site import Site
 
-__all__ = ["BUCKETS", "binary_bootstrap_ci", "leaderboard", "record_aggregates"]
+__all__ = ["BUCKETS", "asr_interval", "leaderboard", "record_aggregates"]
 
 BUCKETS = ("product", "shop", "voucher", "knowledge")
-N_RESAMPLES = 1000
-CONFIDENCE = 0.95
-
-
-def binary_bootstrap_ci(k: int, n: int, *, n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
-                        seed: int = 0) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of a success rate ``k / n`` (module docstring); None when ``n == 0``."""
-    if n <= 0:
-        return None
-    rng = np.random.default_rng(seed)
-    means = rng.binomial(n, k / n, size=n_resamples) / n
-    alpha = 1 - confidence
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return round(float(lo), 4), round(float(hi), 4)
+def asr_interval(k: int, n: int) -> tuple[float, float] | None:
+    """The leaderboard's interval of ``k`` successes in ``n`` records (module docstring), to 4 decimals."""
+    ci = binary_bootstrap_ci(k, n)
+    return None if ci is None else (round(ci[0], 4), round(ci[1], 4))
 
 
 def _aggregate(conn: Connection, after_seq: int) -> list[Any]:
@@ -84,7 +73,7 @@ def _record_stats(agg: dict[str, Any] | None) -> dict[str, Any]:
     if not agg:
         return {"records": 0, "asr": None, "asr_ci": None, "judge_mean": None, "buckets": {}}
     n, k = agg["n"], agg["k"]
-    return {"records": n, "asr": round(k / n, 4), "asr_ci": binary_bootstrap_ci(k, n),
+    return {"records": n, "asr": round(k / n, 4), "asr_ci": asr_interval(k, n),
             "judge_mean": round(agg["judge_sum"] / agg["judged"], 4) if agg["judged"] else None,
             "buckets": {b: {"records": bn, "asr": round(bk / bn, 4)} for b, (bn, bk) in sorted(agg["buckets"].items())}}
 

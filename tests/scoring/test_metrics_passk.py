@@ -97,3 +97,48 @@ def test_bootstrap_rejects_empty_and_bad_confidence() -> None:
 ])
 def test_strict_pass_counts_missing_samples_as_failures(n: int, c: int, k: int, hat: bool, expected: float) -> None:
     assert strict_pass(n, c, k, hat=hat) == pytest.approx(expected, abs=1e-15)
+
+
+def test_one_bootstrap_behind_every_interval() -> None:
+    """The paired difference, the ratio of sums and the mean resample the same problems for the same seed."""
+    import numpy as np
+
+    from shoparena.evaluate.stats import paired_bootstrap
+    from shoparena.scoring.metrics import (
+        N_RESAMPLES,
+        bootstrap_resamples,
+        bootstrap_stats,
+        ratio_bootstrap_ci,
+    )
+
+    a, b = [0.0, 0.5, 1.0, 0.0, 0.25], [1.0, 0.5, 1.0, 0.75, 0.0]
+    diff = paired_bootstrap(a, b, seed=4)
+    d = np.subtract(b, a)
+    assert diff.n_resamples == N_RESAMPLES
+    assert diff.ci == bootstrap_ci(d, seed=4)
+    assert diff.ci == bootstrap_ci(d, seed=4, n_resamples=N_RESAMPLES)
+    # a ratio with equal totals is the mean of the per-problem rates, resample by resample
+    assert ratio_bootstrap_ci([1, 0, 2, 1], [2, 2, 2, 2], seed=1) == pytest.approx(
+        bootstrap_ci([0.5, 0.0, 1.0, 0.5], seed=1))
+    idx = bootstrap_resamples(3, n_resamples=5, seed=2)
+    assert idx.shape == (5, 3) and (bootstrap_stats([0, 1, 2], n_resamples=5, seed=2) == idx.mean(axis=1)).all()
+
+
+def test_ratio_bootstrap_leaves_out_empty_resamples() -> None:
+    from shoparena.scoring.metrics import ratio_bootstrap_ci
+
+    lo, hi = ratio_bootstrap_ci([3, 0], [4, 0], seed=0)  # resamples of only the empty problem have no ratio
+    assert (lo, hi) == (0.75, 0.75)
+    with pytest.raises(ValueError):
+        ratio_bootstrap_ci([1], [1, 2])
+
+
+def test_binary_bootstrap_is_the_bootstrap_of_the_outcomes() -> None:
+    from shoparena.scoring.metrics import binary_bootstrap_ci
+
+    assert binary_bootstrap_ci(0, 0) is None and binary_bootstrap_ci(4, 4) == (1.0, 1.0)
+    lo, hi = binary_bootstrap_ci(30, 100, seed=1)
+    blo, bhi = bootstrap_ci([1.0] * 30 + [0.0] * 70, seed=1)
+    assert abs(lo - blo) <= 0.02 and abs(hi - bhi) <= 0.02  # the same distribution, drawn another way
+    with pytest.raises(ValueError):
+        binary_bootstrap_ci(5, 4)

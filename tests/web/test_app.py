@@ -17,9 +17,10 @@ import pytest
 
 from shoparena._http import BackgroundServer
 from shoparena.clock import ManualClock
+from shoparena.scoring.metrics import binary_bootstrap_ci
 from shoparena.store import open_store
 from shoparena.web import Site, create_app
-from shoparena.web.board import binary_bootstrap_ci
+from shoparena.web.board import asr_interval
 from shoparena.web.records import MAX_LIMIT
 from tests.web.conftest import END_OF_DAY, XSS
 
@@ -56,7 +57,7 @@ def test_leaderboard_has_the_arena_order_scores_and_intervals(http: httpx.Client
                 k = sum(s.success for s in stored)
                 assert r["asr"] == round(k / len(stored), 4)
                 lo, hi = r["asr_ci"]
-                assert lo <= r["asr"] <= hi and (lo, hi) == binary_bootstrap_ci(k, len(stored))
+                assert lo <= r["asr"] <= hi and (lo, hi) == asr_interval(k, len(stored))
                 for bucket, b in r["buckets"].items():
                     assert b["records"] == sum(s.bucket == bucket for s in stored)
     for a, b in pairwise(rows):  # "separable" means the two intervals do not overlap
@@ -73,6 +74,7 @@ def test_bootstrap_interval_of_a_rate() -> None:
     assert binary_bootstrap_ci(10, 10) == (1.0, 1.0)
     lo, hi = binary_bootstrap_ci(50, 100)
     assert 0.38 < lo < 0.45 and 0.55 < hi < 0.62 and binary_bootstrap_ci(50, 100) == (lo, hi)
+    assert asr_interval(50, 100) == (round(lo, 4), round(hi, 4))
 
 
 def test_leaderboard_page_lists_every_agent_with_links(http: httpx.Client) -> None:
