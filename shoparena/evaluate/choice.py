@@ -23,7 +23,7 @@ from shoparena.errors import DataError
 from shoparena.tasks.types import Problem
 from shoparena.validator.run import read_run_file
 
-__all__ = ["COUNTS", "choice_summary"]
+__all__ = ["COUNTS", "choice_summary", "episode_choice", "searched_ids"]
 
 COUNTS = ("recommended", "retrieved", "chosen", "passed_over")
 
@@ -32,6 +32,28 @@ def _objects(rows: list[Any], path: Path) -> list[dict[str, Any]]:
     if not all(isinstance(r, dict) for r in rows):
         raise DataError(f"{path}: a line is not a JSON object")
     return rows
+
+
+def searched_ids(calls: Sequence[Any]) -> dict[tuple[Any, Any], set[str]]:
+    """``(problem_id, sample)`` → the product ids that episode's searches returned, from call-log records."""
+    seen: dict[tuple[Any, Any], set[str]] = {}
+    for c in calls:
+        if not isinstance(c, dict):
+            continue
+        ids = c.get("result_product_ids")
+        if c.get("kind") != "search" or not isinstance(ids, list):
+            continue
+        seen.setdefault((c.get("problem_id"), c.get("sample")), set()).update(str(x) for x in ids)
+    return seen
+
+
+def episode_choice(truth: set[str], searched: set[str], recommended: Sequence[Any]) -> dict[str, bool]:
+    """One episode's flags (:data:`COUNTS`) from the problem's ground-truth ids, the ids its searches returned and
+    the ids it recommended."""
+    rec = {str(x) for x in recommended}
+    found, chosen = bool(truth & searched), bool(truth & rec)
+    return {"recommended": bool(rec), "retrieved": found, "chosen": chosen,
+            "passed_over": found and bool(rec) and not chosen}
 
 
 def choice_summary(scores: Sequence[Any], calls_file: str | Path, problems: Sequence[Problem]
@@ -43,12 +65,7 @@ def choice_summary(scores: Sequence[Any], calls_file: str | Path, problems: Sequ
     if not calls_file.is_file():
         return None
     gt = {p.problem_id: {item.product_id for item in p.reward} for p in problems}
-    seen: dict[tuple[Any, Any], set[str]] = {}  # (problem_id, sample) → ids its searches returned
-    for c in _objects(read_run_file(calls_file), calls_file):
-        ids = c.get("result_product_ids")
-        if c.get("kind") != "search" or not isinstance(ids, list):
-            continue
-        seen.setdefault((c.get("problem_id"), c.get("sample")), set()).update(str(x) for x in ids)
+    seen = searched_ids(_objects(read_run_file(calls_file), calls_file))
     counts = dict.fromkeys(COUNTS, 0)
     episodes = 0
     for s in _objects(list(scores), calls_file.with_name("scores.jsonl")):
@@ -59,12 +76,7 @@ def choice_summary(scores: Sequence[Any], calls_file: str | Path, problems: Sequ
         if not isinstance(rec, list):
             raise DataError(f"{calls_file.with_name('scores.jsonl')}: recommended_ids of {pid} is not a list")
         episodes += 1
-        rec_ids, truth = {str(x) for x in rec}, gt[pid]
-        found = bool(truth & seen.get((pid, sample), set()))
-        chosen = bool(truth & rec_ids)
-        counts["recommended"] += bool(rec_ids)
-        counts["retrieved"] += found
-        counts["chosen"] += chosen
-        counts["passed_over"] += found and bool(rec_ids) and not chosen
+        for k, v in episode_choice(gt[pid], seen.get((pid, sample), set()), rec).items():
+            counts[k] += v
     return {"episodes": episodes, **counts,
             "rates": {k: round(v / episodes, 4) if episodes else None for k, v in counts.items()}}

@@ -6,12 +6,15 @@ the strict scorer of every other run — into ``<out>/models/<label>/`` and then
 runs stored (``scores.jsonl``) and writes ``<out>/evaluation.json``. Because the summary is a pure function of the
 stored runs, a report can be re-made, and two evaluations diffed, without running anything again.
 
-Per model: ASR (3-bucket, strict denominator: every problem of the set counts), per bucket, per axis (title /
-price / service / SKU & attributes: Σ hits / Σ totals over the reward items), ground-truth rate, unbiased pass@k and
-pass^k for every k ≤ n, each with a percentile bootstrap 95 % interval over problems (seeded). Between models on
-the same problems: the paired bootstrap of the ASR difference, the exact McNemar test on per-problem success and the
-minimum detectable difference (:mod:`shoparena.evaluate.stats`). With judges, every stored episode is judged after
-the runs and the rule × judge confusion and κ join the summary (:mod:`shoparena.evaluate.judging`). The JSON schema is ``shoparena-evaluation/1``,
+Per model: ASR (average success rate: 3-bucket, strict denominator, every problem of the set counts), per bucket,
+per axis (title / price / service / SKU & attrs: Σ hits / Σ totals over the reward items), ground-truth rate,
+unbiased pass@k and pass^k for every k ≤ n, each with a percentile bootstrap 95 % interval over problems (seeded),
+and what happened in the episodes (finished / timed out / failed by reason, calls and turns, think-then-stop turns,
+ground truth retrieved and recommended, parse notes: :mod:`shoparena.evaluate.diagnostics`). Between the baseline
+(``EvalConfig.baseline``, default the first model) and the others on the same problems: the paired bootstrap of the
+ASR difference, the exact McNemar and sign tests and the minimum detectable difference
+(:mod:`shoparena.evaluate.stats`). With judges, every stored episode is judged after the runs and the rule × judge
+confusion and κ join the summary (:mod:`shoparena.evaluate.judging`). The JSON schema is ``shoparena-evaluation/1``,
 documented in ``docs/evaluate.md``.
 """
 
@@ -22,6 +25,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.evaluate.choice import choice_summary
+from shoparena.evaluate.diagnostics import run_diagnostics
 from shoparena.evaluate.judging import JudgeEntry, judge_run, judge_summary
 from shoparena.evaluate.stats import (
     majority_success,
@@ -44,8 +49,8 @@ from shoparena.tasks.types import ASR_BUCKETS, Problem
 from shoparena.validator.run import read_run_file
 
 __all__ = [
-    "FORMAT", "EvalConfig", "ModelEntry", "evaluate_models", "parse_models", "partition_problems", "per_bucket",
-    "split_problems", "summarise",
+    "FORMAT", "EvalConfig", "ModelEntry", "comparison_pairs", "evaluate_models", "parse_models", "partition_problems",
+    "per_bucket", "split_problems", "summarise",
 ]
 
 FORMAT = "shoparena-evaluation/1"
@@ -82,6 +87,30 @@ class EvalConfig(BaseModel):
     """Judges that judge every stored episode after the runs (:mod:`shoparena.evaluate.judging`)."""
     judge_gate: float = Field(JUDGE_GATE, ge=0.0, le=1.0)
     """A verdict passes the judge gate at this score (the corpus filter's ``min_judge_score`` default)."""
+    baseline: str | None = None
+    """The label of the model the paired comparisons are made against (``None``: the first model)."""
+
+    def baseline_label(self) -> str:
+        """The baseline's label; :class:`ConfigError` (exit 2, the labels in the hint) for one that is not a model."""
+        labels = [m.label for m in self.models]
+        if self.baseline is None:
+            return labels[0]
+        if self.baseline not in labels:
+            raise ConfigError(f"baseline {self.baseline!r} is not one of the evaluated models",
+                              hint="--baseline " + " | ".join(labels))
+        return self.baseline
+
+
+def comparison_pairs(labels: Sequence[str], baseline: str) -> list[tuple[str, str]]:
+    """The ``(a, b)`` pairs compared: the baseline against every other model in order, then each model against
+    the one before it where that pair (either way round) is not compared already."""
+    pairs = [(baseline, b) for b in labels if b != baseline]
+    seen = {frozenset(p) for p in pairs}
+    for a, b in pairwise(labels):
+        if frozenset((a, b)) not in seen:
+            seen.add(frozenset((a, b)))
+            pairs.append((a, b))
+    return pairs
 
 
 def _slug(uri: str) -> str:
@@ -268,6 +297,7 @@ def _comparison(a: str, b: str, ra: Mapping[str, float], rb: Mapping[str, float]
 def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequence[Problem]) -> dict[str, Any]:
     """``evaluation.json`` from the runs stored under ``<out>/models/<label>/`` (pure: nothing is re-run)."""
     root = Path(out)
+    baseline = config.baseline_label()
     models: dict[str, Any] = {}
     rates: dict[str, dict[str, float]] = {}
     for m in config.models:
@@ -276,12 +306,12 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
         summary, rates[m.label] = _model_summary(scores, problems, config.n_samples, config.seed,
                                                  config.n_resamples)
         models[m.label] = {"uri": m.uri, "run_dir": f"models/{m.label}", **summary, **_run_meta(run_dir),
-                           "choice": choice_summary(scores, run_dir / "calls.jsonl", problems)}
+                           "choice": choice_summary(scores, run_dir / "calls.jsonl", problems),
+                           "diagnostics": run_diagnostics(run_dir, problems)}
     order = [p.problem_id for p in problems if p.bucket in ASR_BUCKETS]
     labels = [m.label for m in config.models]
-    pairs = [(labels[0], b) for b in labels[1:]] + [(labels[i - 1], labels[i]) for i in range(2, len(labels))]
     comparisons = [_comparison(a, b, rates[a], rates[b], order, config.seed, config.n_resamples)
-                   for a, b in dict.fromkeys(pairs)]
+                   for a, b in comparison_pairs(labels, baseline)]
     judges: dict[str, Any] | None = None
     if config.judges:
         per_model, judges = judge_summary({label: root / "models" / label for label in labels}, config.judges,
@@ -292,7 +322,7 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
         "format": FORMAT, "config": config.model_dump(mode="json"),
         "problems": {"n": len(order), "ids": order,
                      "by_bucket": {b: sum(1 for p in problems if p.bucket == b) for b in ASR_BUCKETS}},
-        "models": models, "comparisons": comparisons,
+        "models": models, "baseline": baseline, "comparisons": comparisons,
     }
     if judges is not None:
         body["judges"] = judges
@@ -316,6 +346,7 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
 
     if not problems:
         raise DataError("no problem to evaluate")
+    config.baseline_label()  # an unknown baseline is refused before anything runs
     check_models([m.uri for m in config.models])
     for lender in reuse:
         if not (Path(lender) / "models").is_dir():

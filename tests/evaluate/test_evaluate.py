@@ -148,3 +148,31 @@ def test_retrieval_and_choice_sit_beside_the_asr(evaluated) -> None:
         wins = [json.loads(x) for x in (out / m["run_dir"] / "scores.jsonl").read_text().splitlines()]
         assert c["chosen"] >= sum(1 for s in wins if s["problem_id"] in product and s["success"])
     assert body["models"]["expert"]["choice"]["chosen"] > 0
+
+
+def test_baseline_picks_the_model_compared_against(evaluated, tmp_path: Path) -> None:
+    import shutil
+
+    out, body, problems = evaluated
+    copy = tmp_path / "copy"
+    shutil.copytree(out / "models", copy / "models")
+    config = EvalConfig.model_validate({**body["config"], "baseline": "policy-random"})
+    again = summarise(copy, config, problems)
+    [c] = again["comparisons"]
+    assert again["baseline"] == "policy-random" and (c["a"], c["b"]) == ("policy-random", "expert")
+    assert c["diff"] == pytest.approx(-body["comparisons"][0]["diff"], abs=1e-6)
+    assert body["baseline"] == "expert"  # default: the first model
+    bad = EvalConfig.model_validate({**body["config"], "baseline": "nobody"})
+    with pytest.raises(ConfigError) as exc:
+        summarise(copy, bad, problems)
+    assert "nobody" in exc.value.message and "expert" in exc.value.hint and "policy-random" in exc.value.hint
+
+
+def test_comparison_pairs_baseline_first_then_neighbours() -> None:
+    from shoparena.evaluate.core import comparison_pairs
+
+    labels = ["base", "s1", "s2", "teacher"]
+    assert comparison_pairs(labels, "base") == [("base", "s1"), ("base", "s2"), ("base", "teacher"), ("s1", "s2"),
+                                                ("s2", "teacher")]
+    assert comparison_pairs(labels, "s1") == [("s1", "base"), ("s1", "s2"), ("s1", "teacher"), ("s2", "teacher")]
+    assert comparison_pairs(["only"], "only") == []
