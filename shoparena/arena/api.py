@@ -9,7 +9,7 @@ detail}``. Public routes are unauthenticated and embargo-respecting. Arena refus
 ``Invalid`` 422. ``POST /v1/validator/work/claim`` answers 204 when there is no work. Work routes take the
 claim's ``eval_run_id``.
 
-Bad input (issue 9) gets the same ``{error, detail}`` shape: a body that is not strict JSON (``NaN`` too) 400
+Bad input gets the same ``{error, detail}`` shape: a body that is not strict JSON (``NaN`` too) 400
 (``BadRequest``), wrong or missing fields 422 (``Invalid``, one line naming them), an unknown path 404
 (``NotFound``), another method 405, a request body over :func:`max_body_bytes` 413 (``PayloadTooLarge``, refused
 before it is read), an unexpected failure 500 (``InternalError``, no traceback; the server log has it).

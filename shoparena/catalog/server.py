@@ -7,7 +7,7 @@ agents) and ``GET /health``. Parameters are passed through as the raw strings an
 JSON, so one worker process serves a query in about the time the index takes to score it; scale out with more
 processes (``--workers``) or machines sharing the same memory-mapped index.
 
-Bad input (issue 9): the upstream answers stay as they are (a bad ``page`` is ``[]``, unknown ids are skipped,
+Bad input: the upstream answers stay as they are (a bad ``page`` is ``[]``, unknown ids are skipped,
 strict mode answers an error *observation* with 200), because agents and the scorer read them. What is not part
 of the upstream surface gets ``{"error": message}`` with a 4xx: an unknown path 404, another method 405, a request
 body over :data:`MAX_BODY_BYTES` 413 (the endpoints take none); an unexpected failure is a 500 with the same shape

@@ -1,4 +1,4 @@
-"""``check_submission``: the submission gate's one entry point (docs/arena.md §2.1, §2.3; issue 5).
+"""``check_submission``: the submission gate's one entry point (docs/arena.md §2.1, §2.3).
 
 Order: size (≤ 1 MB) → UTF-8 → ``ast.parse`` → ``agent_main`` defined → security and integrity rules →
 similarity to released agents. A file that is too big or not UTF-8 is not analysed further; a file that does not
