@@ -1,4 +1,4 @@
-"""Problem banks with the leak-cluster guard (docs/arena.md §12; issue 5 "Problem banks"; paper Appendix A.4).
+"""Problem banks with the leak-cluster guard (docs/arena.md §12; paper Appendix A.4).
 
 Every problem the arena knows sits in exactly one partition, and every leak cluster
 (:mod:`shoparena.tasks.clusters`) sits wholly in one partition:

@@ -1,4 +1,4 @@
-"""Normalisation (corpus-design.md, issue 6): every trajectory source → canonical
+"""Normalisation (``docs/corpus-design.md``): every trajectory source → canonical
 :class:`~shoparena.corpus.types.Trajectory` rows, and rows back to every source format.
 
 Sources: store records (:func:`from_record`, :func:`iter_store`), upstream rollout files (:func:`iter_rollouts`),

@@ -1,4 +1,4 @@
-"""Axis-B → axis-A rewrite (``docs/paper.md`` §3/§6, issue 6): a sub-task trace, where Python issued every search and
+"""Axis-B → axis-A rewrite (``docs/paper.md`` §3/§6): a sub-task trace, where Python issued every search and
 the LLM only classified, scored and narrated, becomes an agentic trace with reasoning before every call — keeping
 the real tool calls, their real observations and the recommendation verbatim.
 
