@@ -2,10 +2,10 @@
 the answers still being generated for it, or still waiting for the model, are dropped.
 
 Why: a backend that serves one generation at a time (``hf:``) or a few (``llamacpp:`` slots) otherwise keeps
-working for a killed agent. On the GPU run of the ``paper`` recipe (2026-11-27) the 8 rejection-sampling episodes
-of one problem shared one ``hf:`` model under a 20 s clock; their queued requests kept it busy for 100 s after the
-last agent was gone. Under a llama.cpp evaluation a timed-out episode's last turn held a slot the next episodes
-waited for.
+working for a killed agent: when several episodes of one problem (rejection sampling draws k of them) share one
+``hf:`` model under a per-problem clock, their queued requests keep the model busy long after the last agent is
+gone, and under a ``llamacpp:`` evaluation a timed-out episode's last turn holds a slot the next episodes wait
+for.
 
 How: the gateway sets :data:`ABANDON` to the run's closed event around a backend call (:func:`abandon_when`).
 A context variable follows ``asyncio.to_thread`` into the backend's worker thread, so the backend needs no new

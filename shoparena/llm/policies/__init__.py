@@ -1,4 +1,4 @@
-"""Built-in offline policy models, ``policy:<name>`` (issue 3): ``random``, ``novice``, ``careful``, ``expert``.
+"""Built-in offline policy models, ``policy:<name>``: ``random``, ``novice``, ``careful``, ``expert``.
 
 They read only the conversation (messages + tools, never a problem record or its rewards) and write what a
 model would: a ``<think>`` rationale grounded in the observations and tool calls, in the tag protocol or the

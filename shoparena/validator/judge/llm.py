@@ -9,12 +9,12 @@ on the same model with the problem spelled out, then the pool rotates. When no v
 ``ok=False`` with the reasons: never a score. After ``circuit_after`` consecutive failed verdicts the judge fails
 fast until one succeeds (ORO's circuit breaker).
 
-An unreachable judge fails fast (issue 9): ``openai:`` models are called with a ``connect_timeout_s`` connect
-timeout and no client-side retries (this policy is the only retry loop), a connection failure is retried after a
-short backoff (``connect_backoff_s``, doubling), one verdict never takes longer than ``deadline_s``, and after
-``unreachable_after`` connection failures in a row (any model, across verdicts) the judge is *unavailable*: that
-verdict and every later one fail at once with an error starting ``judge_unavailable:`` (the validator reports the
-run FAILED with that reason).
+An unreachable judge fails fast, so a validator never stalls on it: ``openai:`` models are called with a
+``connect_timeout_s`` connect timeout and no client-side retries (this policy is the only retry loop), a connection
+failure is retried after a short backoff (``connect_backoff_s``, doubling), one verdict never takes longer than
+``deadline_s``, and after ``unreachable_after`` connection failures in a row (any model, across verdicts) the judge
+is *unavailable*: that verdict and every later one fail at once with an error starting ``judge_unavailable:`` (the
+validator reports the run FAILED with that reason).
 
 ``panel > 1`` asks that many distinct models and combines them: the verdict's score is the median (the lower
 middle value for an even count), ``agreement`` records every model's score, the majority value (if any) and
