@@ -1,4 +1,4 @@
-"""Bad input against every HTTP service, over real loopback servers (issue 9 §1, HTTP side).
+"""Bad input against every HTTP service, over real loopback servers.
 
 Helpers: :func:`raw_request` sends a request head (and optionally chunks) over a plain socket, so a test can claim a
 huge ``Content-Length`` without sending the body, or stream a chunked body; :func:`error_message` reads the one-line

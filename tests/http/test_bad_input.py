@@ -1,4 +1,4 @@
-"""Every HTTP service answers bad input with a 4xx and a JSON error in its own shape, never a traceback (issue 9).
+"""Every HTTP service answers bad input with a 4xx and a JSON error in its own shape, never a traceback.
 
 One table per service, each row: method, path, body / headers → the expected status and a word of the message.
 The servers are real uvicorn servers on loopback (``tests/http/conftest.py``). Rows marked ``declared`` claim a

@@ -1,6 +1,6 @@
 """Body limits hold under load: a 110 MB upload is cut off at the limit while ``/health`` keeps answering, and a
-chunked body (no ``Content-Length``) is counted as it streams (issue 9: a 110 MB POST took 3 GB and blocked
-``/health``)."""
+chunked body (no ``Content-Length``) is counted as it streams, so an oversized POST can neither fill the server's
+memory nor block ``/health``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""An LLM judge whose endpoint is down fails fast and honestly (issue 9: it stalled ~100 s per problem and then
-reported success while writing no record): seconds in all, the run FAILED with ``judge_unavailable``, no record,
-and ``shoparena validate`` exiting non-zero with one error line."""
+"""An LLM judge whose endpoint is down fails fast and honestly, rather than stalling on every problem or reporting
+success without writing a record: seconds in all, the run FAILED with ``judge_unavailable``, no record, and
+``shoparena validate`` exiting non-zero with one error line."""
 
 from __future__ import annotations
 

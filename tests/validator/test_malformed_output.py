@@ -1,9 +1,10 @@
-"""Malformed agent output through the real validator (issue 9 §1): every shape becomes a record, never a crash.
+"""Malformed agent output through the real validator: every shape becomes a record, never a crash.
 
 One agent file dispatches on the problem id, so one evaluation in the bubblewrap sandbox covers the whole table:
 each malformed output must give a ``FAILED`` record whose outcome error is ``INVALID_OUTPUT:<code>`` (or, where the
 table says so, the documented other outcome), the good problems after them are still judged and recorded, and
-``shoparena validate`` on the issue's own example exits normally with records and no traceback.
+``shoparena validate`` on an agent whose step calls a tool without a ``tool_call_id`` exits normally with records
+and no traceback.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One evaluation core (issue 9 §2): ``run`` is ``validate`` without the judge and the store.
+"""One evaluation core: ``run`` is ``validate`` without the judge and the store.
 
 The same agent, model and seed through :func:`run_agents` and through :func:`evaluate` on the ``process`` sandbox
 give identical steps and identical scores; the same seed gives the same bytes twice; a model that cannot work

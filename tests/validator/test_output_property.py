@@ -1,4 +1,4 @@
-"""The envelope → record path without the sandbox (issue 9 §1): random report bytes and random JSON dialogues
+"""The envelope → record path without the sandbox: random report bytes and random JSON dialogues
 go through the sandbox's report reader, the output check and the validator's record step; never an exception,
 always a storable record, with a known reason code whenever the output was invalid."""
 

@@ -90,7 +90,7 @@ def test_docker_argv_carries_oro_flags() -> None:
     image_at = argv.index("shoparena-sandbox:1")
     assert argv[image_at + 1:image_at + 5] == ["python", "-I", "-B", "/sandbox/entry.py"]
     assert json.loads(argv[-1])["out_path"] == "/sandbox/out/report.jsonl"
-    assert sum(a == "-v" for a in argv) == 5  # no data, catalog or repository mount (ORO-698)
+    assert sum(a == "-v" for a in argv) == 5  # no data, catalog or repository mount (docs/arena.md §4)
     internal = docker_argv(image="i", name="n", limits=lim, agent=Path("a"), problem=Path("p"), entry=Path("e"),
                            gateway_socket=Path("s"), out_dir=Path("o"), env_file=Path("f"), network="sandbox-net")
     assert internal[internal.index("--network") + 1] == "sandbox-net"

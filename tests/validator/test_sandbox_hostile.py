@@ -1,4 +1,4 @@
-"""Containment, proved with real hostile agents in the bubblewrap sandbox (issue 4, docs/arena.md §13, §15).
+"""Containment, proved with real hostile agents in the bubblewrap sandbox (docs/arena.md §13, §15).
 
 Every attack runs for real, in both modes (``batch``: one sandbox per batch, a forked process per problem;
 ``per_problem``); each test asserts what the agent managed (nothing), how the run was reported, and that the
@@ -216,7 +216,7 @@ def test_shells_run_but_see_only_the_sandbox(sandbox: BubblewrapSandbox, world: 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start bubblewrap as another (unprivileged) uid")
 def test_unprivileged_mode_flags_work() -> None:
     """A non-root validator runs bubblewrap in a user namespace: the same options must hold there (checked with
-    a shell, since this machine's interpreter lives under a directory other uids cannot enter)."""
+    a shell, since the test interpreter may live under a directory other uids cannot enter)."""
     import shutil
     import subprocess
     import tempfile

@@ -1,4 +1,4 @@
-"""The validator loop: sandbox → rule score → judge → append-only records (issue 4, docs/arena.md §6, §7.4, §15)."""
+"""The validator loop: sandbox → rule score → judge → append-only records (docs/arena.md §6, §7.4, §15)."""
 
 from __future__ import annotations
 
