@@ -1,4 +1,4 @@
-"""Running single-file agents through the logging gateway (issue 3: agents, ``shoparena run``)."""
+"""Running single-file agents through the logging gateway (``shoparena run``)."""
 
 from __future__ import annotations
 

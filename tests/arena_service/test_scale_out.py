@@ -1,4 +1,4 @@
-"""Scale-out: two validator processes share one arena only through its signed HTTP API (issue 5).
+"""Scale-out: two validator processes share one arena only through its signed HTTP API (docs/arena.md §14.2).
 
 The arena API runs here on loopback; two ``shoparena arena validator`` processes each claim leased work, fetch the
 agent and its problems, run the real validator loop (sandbox → score → judge → records) and complete. Every work

@@ -1,4 +1,4 @@
-"""``shoparena arena simulate`` end to end on a small subnet (issue 5: simulation and the main job)."""
+"""``shoparena arena simulate`` end to end on a small subnet: the simulation and the main job."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BankSet: partitions, rotation, draws, the verifier and persistence (issue 5 "Problem banks", docs/arena.md §12)."""
+"""BankSet: partitions, rotation, draws, the verifier and persistence (docs/arena.md §12)."""
 
 from __future__ import annotations
 

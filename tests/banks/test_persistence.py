@@ -1,4 +1,4 @@
-"""Saving and loading banks: round trip, content hashes, tamper detection (issue 5: hash-pinned, verifiable)."""
+"""Saving and loading banks: round trip, content hashes, tamper detection (hash-pinned, verifiable)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``shoparena corpus build`` end to end (issue 6): store and rollout sources, stage accounting, the rewrite's
+"""``shoparena corpus build`` end to end (``docs/corpus-design.md``): store and rollout sources, stage accounting, the rewrite's
 growth, the leak-guarded split, exports + manifest, determinism, and the guard failing loudly."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Normalisation (corpus-design.md, issue 6): the real store written by the real validator (react = axis A,
+"""Normalisation (``docs/corpus-design.md``): the real store written by the real validator (react = axis A,
 pipeline = axis B), real upstream/ORO episodes run by the real environment, the released ORO SFT rows, and every
 rejection reason with exact counts."""
 
@@ -328,7 +328,7 @@ def test_step_sources_rejections_with_exact_counts(tmp_path: Path, corpus_world:
 
 def test_malformed_agent_output_is_rejected_with_the_validators_reason_code(tmp_path: Path,
                                                                             episodes: dict[str, Any]) -> None:
-    """Issue 9: rollouts and envelopes whose steps are malformed agent output are counted rejections carrying
+    """Rollouts and envelopes whose steps are malformed agent output are counted rejections carrying
     the same reason code the validator records (shoparena.env.output), one per line, never an exception."""
     good = json.loads(json.dumps(episodes["tags"][0].steps))
     env = json.loads(json.dumps(episode_envelope(episodes["native"][0])))

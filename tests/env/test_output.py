@@ -1,4 +1,4 @@
-"""validate_steps (issue 9 §1): one reason code per defect, the offending path, never an exception."""
+"""validate_steps: one reason code per defect, the offending path, never an exception."""
 
 from __future__ import annotations
 

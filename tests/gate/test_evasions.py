@@ -1,4 +1,4 @@
-"""Every evasion the issue names (and their cousins) is caught: renaming, namespaces, built names, wrappers."""
+"""Evasions of the banned-import and banned-call rules are caught: renaming, namespaces, built names, wrappers."""
 
 from __future__ import annotations
 

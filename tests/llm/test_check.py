@@ -1,4 +1,4 @@
-"""Model URIs are checked before a run (issue 9 §1): each kind of URI that cannot work raises its own error."""
+"""Model URIs are checked before a run: each kind of URI that cannot work raises its own error."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ def _compact(message: dict[str, Any], config: CompactConfig) -> Any:
 
 
 def test_view_results_keep_the_attributes_and_sku_options_a_problem_asks_about(backend: SearchService) -> None:
-    """upstream4's view_product_information answers with a JSON *list*: compaction used to cut each product to
-    ``fields`` and dropped its details, so a trained model was shown only ``{"product_id": …}``."""
+    """upstream4's view_product_information answers with a JSON *list*: compaction must keep each product's
+    details, not cut it to ``fields``, or a trained model is shown only ``{"product_id": …}``."""
     msg = _tool_message("view_product_information", {"product_ids": "3706669986,591486855"}, backend)
     assert isinstance(json.loads(msg["content"]), list)
     out = _compact(msg, CompactConfig(max_items=2, max_chars=4000))

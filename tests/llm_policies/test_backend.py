@@ -196,7 +196,7 @@ def test_think_is_grounded_in_observations(by_bucket: dict[str, Problem], svc: S
 
 
 def test_a_policy_step_costs_well_under_a_millisecond(problems: list[Problem], svc: SearchService) -> None:
-    """Measured ≈ 0.3 ms of CPU per expert step here (bench/policies.py reports it per harness); the bound is
+    """An expert step takes a fraction of a millisecond of CPU (bench/policies.py reports it per harness); the bound is
     loose so a slow CI machine does not flake."""
     import time
 

@@ -1,5 +1,5 @@
 # ruff: noqa
-"""A query → answer table built in a loop from a literal list (ORO-698 style: a cached-answer map)."""
+"""A query → answer table built in a loop from a literal list (a cached-answer map, as an agent that read the answers would build, docs/arena.md §4)."""
 
 import re
 
