@@ -3,13 +3,19 @@ comparisons (:mod:`shoparena.evaluate`)."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
-from shoparena.cli._common import console, finite, one_of, print_json
+from shoparena.cli._common import console, err_console, finite, one_of, print_json
+from shoparena.cli._output import library_output
 
 
 def _fmt(x: float, ci: list[float] | None) -> str:
@@ -22,7 +28,8 @@ def _opt(x: float | None) -> str:
 
 def evaluate(
     model: Annotated[str, typer.Option("--model", help="Models, comma-separated: URI or LABEL=URI (the first is "
-                                                       "the baseline of the paired comparisons).")],
+                                                       "the baseline of the paired comparisons unless "
+                                                       "--baseline names another).")],
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
     out: Annotated[Path, typer.Option("--out", help="Output directory (evaluation.json, models/<label>/).")],
     agent: Annotated[str, typer.Option("--agent", help="react | oro7 | pipeline | PATH.py.")] = "react",
@@ -57,13 +64,18 @@ def evaluate(
                                                                      "for a panel (Fleiss' κ).")] = None,
     judge_gate: Annotated[float, typer.Option("--judge-gate", help="Judge score that passes the gate.",
                                               callback=finite(0.0))] = 0.5,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="The label of the model the paired "
+                                                                     "comparisons are made against (default: the "
+                                                                     "first).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print evaluation.json.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show library warnings and logs live instead of "
+                                                            "writing them to OUT/evaluate.log.")] = False,
 ) -> None:
     """Evaluate models on held-out problems: ASR per bucket / axis, pass@k, pass^k with bootstrap 95 % CIs, and
     paired comparisons (bootstrap of the difference, exact McNemar, minimum detectable difference).
 
-    Exit codes: 2 bad options or unknown model scheme, 3 bad problems or corpus, 4 a file or model not found,
-    5 an openai: server unreachable.
+    Exit codes: 2 bad options, unknown model scheme or --baseline label, 3 bad problems or corpus, 4 a file or
+    model not found, 5 an openai: server unreachable or every episode of a model failed on its model backend.
     """
     from shoparena.errors import ConfigError
     from shoparena.evaluate import (
@@ -91,45 +103,153 @@ def evaluate(
         source += f" (first {limit})"
     config = EvalConfig(models=parse_models(model), agent=agent, n_samples=n, temperature=temperature, seed=seed,
                         concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
-                        problem_set=source, judges=judges, judge_gate=judge_gate)
-    body = evaluate_models(catalog, loaded, config, out, resume=resume, reuse=reuse or (),
-                           progress=None if as_json else (lambda m: console.print(f"[dim]{m}[/]")))
-    if report:
-        from shoparena.evaluate.report import write_report
+                        problem_set=source, judges=judges, judge_gate=judge_gate, baseline=baseline)
+    config.baseline_label()  # an unknown label: exit 2 before anything runs
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = out / "evaluate.log"
+    total = len(config.models) * len(loaded) * n
+    with library_output(log_file, verbose=verbose), \
+            _progress(total, quiet=as_json, log_file=None if verbose else log_file) as (advance, say):
+        body = evaluate_models(catalog, loaded, config, out, resume=resume, reuse=reuse or (), progress=say,
+                               advance=advance)
+        if report:
+            from shoparena.evaluate.report import write_report
 
-        write_report(out, train_manifest=train_manifest)
+            write_report(out, train_manifest=train_manifest)
     if as_json:
         print_json(body)
+    else:
+        _print_tables(body, agent=agent, n=n, temperature=temperature)
+        written = "evaluation.json" + (", report.md, report.html" if report else "")
+        console.print(f"[dim]→ {out}/ ({written}; library messages in {log_file.name})[/]" if not verbose
+                      else f"[dim]→ {out}/ ({written})[/]")
+    _backend_failures(body)
+
+
+@contextlib.contextmanager
+def _progress(total: int, *, quiet: bool, log_file: Path | None
+              ) -> Iterator[tuple[Callable[[int], None], Callable[[str], None]]]:
+    """A progress bar over every episode of every model on stderr; each phase message becomes its description
+    and a line of ``log_file``. Without a terminal (a pipe, a CI log) the bar is off and the phase messages are
+    printed instead; ``--json`` prints nothing but the JSON."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    live = not quiet and err_console.is_terminal
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, transient=True, disable=not live)
+    with prog, contextlib.ExitStack() as stack:
+        log = stack.enter_context(open(log_file, "a", encoding="utf-8")) if log_file is not None else None
+        task = prog.add_task("evaluating", total=total)
+
+        def advance(k: int = 1) -> None:
+            prog.advance(task, k)
+
+        def say(message: str) -> None:
+            if log is not None:
+                log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} INFO shoparena.evaluate: {message}\n")
+                log.flush()
+            if live:
+                prog.update(task, description=escape(message[:80]))
+            elif not quiet:
+                console.print(f"[dim]{escape(message)}[/]")
+
+        yield advance, say
+
+
+def _backend_failures(body: dict[str, Any]) -> None:
+    """Exit 5 when every episode of a model failed on its model backend: its figures are those of no agent."""
+    from shoparena.errors import BackendError
+
+    dead = [(label, m["diagnostics"]) for label, m in body["models"].items()
+            if (m.get("diagnostics") or {}).get("all_failed_on_backend")]
+    if not dead:
         return
+    label, d = dead[0]
+    others = f" (and {', '.join(x for x, _ in dead[1:])})" if len(dead) > 1 else ""
+    example = (d.get("failure_examples") or {}).get("BackendError") or "no message recorded"
+    raise BackendError(f"every episode of model {label!r}{others} failed on its model backend "
+                       f"({d['episodes']} of {d['episodes']}): {example}",
+                       hint="check that the model server answers (evaluation.json was written; its figures for this "
+                            "model are those of no agent)")
+
+
+def _print_tables(body: dict[str, Any], *, agent: str, n: int, temperature: float) -> None:
     ks = list(next(iter(body["models"].values()))["pass@k"])
-    table = Table(title=f"{agent}: {body['problems']['n']} problems × {n} (T={temperature}), strict, 95 % CIs",
-                  title_justify="left")
-    for col in ("model", "ASR", *body["problems"]["by_bucket"], *(f"pass@{k}" for k in ks)):
-        table.add_column(col, justify="right")
+    top = [ks[-1]] if ks and ks[-1] != "1" else []  # pass@1 is the ASR
+    table = Table(title=f"{agent}: {body['problems']['n']} problems × {n} (T={temperature}); ASR: average success "
+                        "rate (strict) [95 % bootstrap CI]; per bucket: ASR (its CI in evaluation.json)",
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("model", no_wrap=True)
+    for col in ("ASR", *(f"pass@{k}" for k in top), *body["problems"]["by_bucket"], "GT rate"):
+        table.add_column(col, justify="right", no_wrap=True)
     for label, m in body["models"].items():
-        table.add_row(label, _fmt(m["asr"], m["ci"]["asr"]),
-                      *(_fmt(m["by_bucket"][b]["asr"], m["by_bucket"][b]["ci"]) if b in m["by_bucket"] else "–"
-                        for b in body["problems"]["by_bucket"]),
-                      *(_fmt(m["pass@k"][k], m["ci"][f"pass@{k}"]) for k in ks))
+        table.add_row(escape(label), _fmt(m["asr"], m["ci"]["asr"]),
+                      *(_fmt(m["pass@k"][k], m["ci"][f"pass@{k}"]) for k in top),
+                      *(f"{m['by_bucket'][b]['asr']:.3f}" if b in m["by_bucket"] else "–"
+                        for b in body["problems"]["by_bucket"]), f"{m['gt_rate']:.3f}")
     console.print(table)
+    _print_diagnostics(body)
+    baseline = body.get("baseline") or next(iter(body["models"]))
+    if body["comparisons"]:
+        console.print(f"paired comparisons (baseline {escape(baseline)}):")
     for c in body["comparisons"]:
-        console.print(f"{c['b']} − {c['a']}: {c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
-                      f"(bootstrap p {c['p_value']:.3g}; McNemar {c['mcnemar']['b_only']}/{c['mcnemar']['a_only']} "
-                      f"p {c['mcnemar']['p_value']:.3g}; {_sign(c)}MDD {c['mdd']:.3f})")
+        console.print(escape(f"  {c['b']} − {c['a']}: {c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
+                             f"(bootstrap p {c['p_value']:.3g}; McNemar {c['mcnemar']['b_only']}/"
+                             f"{c['mcnemar']['a_only']} p {c['mcnemar']['p_value']:.3g}; {_sign(c)}MDD {c['mdd']:.3f})"),
+                      soft_wrap=True)
     if "judges" in body:
         for label, m in body["models"].items():
             for j, f in m["judges"].items():
                 if j == "panel":
                     continue
                 c = f["confusion"]
-                console.print(f"{label} × judge {j}: {f['usable']} verdicts ({f['failed']} failed), gate pass "
-                              f"{_opt(f['pass_rate'])}, rule×judge ✓✓ {c['rule_pass_judge_pass']} ✓✗ "
-                              f"{c['rule_pass_judge_fail']} ✗✓ {c['rule_fail_judge_pass']} ✗✗ "
-                              f"{c['rule_fail_judge_fail']}, κ vs rule {_opt(f['kappa_vs_rule'])}")
+                console.print(escape(f"{label} × judge {j}: {f['usable']} verdicts ({f['failed']} failed), gate pass "
+                                     f"{_opt(f['pass_rate'])}, rule×judge ✓✓ {c['rule_pass_judge_pass']} ✓✗ "
+                                     f"{c['rule_pass_judge_fail']} ✗✓ {c['rule_fail_judge_pass']} ✗✗ "
+                                     f"{c['rule_fail_judge_fail']}, κ vs rule {_opt(f['kappa_vs_rule'])}"))
         panel = body["judges"].get("panel")
         if panel:
             console.print(f"judge panel: Fleiss' κ {_opt(panel['fleiss_kappa'])} over {panel['items']} episodes")
-    console.print(f"[dim]→ {out}/evaluation.json[/]")
+
+
+def _n(x: Any) -> str:
+    return "–" if x is None else str(x)
+
+
+def _print_diagnostics(body: dict[str, Any]) -> None:
+    """What happened in the episodes: one row per model (``models.L.diagnostics``, docs/evaluate.md)."""
+    rows = [(label, m.get("diagnostics")) for label, m in body["models"].items()]
+    if not any(d for _, d in rows):
+        return
+    table = Table(title="what happened in the episodes (docs/evaluate.md, Diagnostics)", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), caption_justify="left",
+                  caption="eps: episodes; /ep: mean per episode; no call: turns without a tool call; t-t-stop: "
+                          "think-then-stop turns (a decision stated, no call made); GT ret / rec: episodes whose "
+                          "own searches retrieved / that recommended a ground-truth product; notes: parse notes")
+    table.add_column("model", no_wrap=True)
+    for col in ("eps", "finished", "timeout", "failed", "calls/ep", "turns/ep", "tools/ep", "no call", "t-t-stop",
+                "GT ret", "GT rec", "notes"):
+        table.add_column(col, justify="right", no_wrap=True)
+    reasons: list[str] = []
+    for label, d in rows:
+        if not d:
+            table.add_row(escape(label), *["–"] * 12)
+            continue
+        per = d["per_episode"]
+        if d["failed_by_reason"]:
+            reasons.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items()))
+        notes = d.get("parse_notes")
+        table.add_row(escape(label), str(d["episodes"]), str(d["finished"]), str(d["timed_out"]), str(d["failed"]),
+                      _per(per["inference_calls"]), _per(per["turns"]), _per(per["tool_calls"]),
+                      _n(d["turns_without_tool_call"]), _n(d["think_then_stop"]), _n(d["gt_retrieved"]),
+                      _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]))
+    console.print(table)
+    if reasons:
+        console.print(escape("failed, by reason: " + "; ".join(reasons)), soft_wrap=True)
+
+
+def _per(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1f}"
 
 
 def _sign(c: dict[str, Any]) -> str:

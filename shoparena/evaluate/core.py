@@ -335,12 +335,14 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
 
 def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: EvalConfig,
                     out: str | os.PathLike[str], *, progress: Callable[[str], None] | None = None,
-                    resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
+                    resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = (),
+                    advance: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run every model of ``config`` on ``problems`` and summarise (see the module docstring). ``resume``: a model
     whose run directory already holds a summary made with the same settings is not run again. ``reuse``: other
     evaluations' directories; each model keeps the episodes its runs of the same label and settings there have on
     these problems (re-scored, :func:`~shoparena.validator.run.finished_episodes`), so a bigger problem set runs
-    only its new problems."""
+    only its new problems. ``progress`` hears what is happening (one line per phase), ``advance`` the number of
+    episodes each step finished or kept (``len(models) × len(problems) × n_samples`` in all)."""
     from shoparena.llm.check import check_models
     from shoparena.validator.run import RunConfig, run_agents
 
@@ -360,12 +362,14 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
         if resume and _same_run(run_dir, rc, problems):
             if progress:
                 progress(f"{m.label}: kept the finished run in {run_dir}")
+            if advance:
+                advance(len(problems) * config.n_samples)
             continue
         t0 = time.perf_counter()
         if progress:
             progress(f"{m.label}: {m.uri} on {len(problems)} problems × {config.n_samples}")
         lent = [Path(d) / "models" / m.label for d in reuse]
-        s = run_agents(catalog, problems, rc, run_dir, resume=resume, reuse=lent)  # interrupted: keeps its episodes
+        s = run_agents(catalog, problems, rc, run_dir, advance, resume=resume, reuse=lent)  # interrupted: keeps its episodes
         (run_dir / "problems.json").write_text(json.dumps([p.problem_id for p in problems]) + "\n", encoding="utf-8")
         if progress:
             progress(f"{m.label}: ASR {s.asr:.3f} in {time.perf_counter() - t0:.0f} s")

@@ -115,6 +115,7 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
 
     statuses: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+    examples: dict[str, str] = {}
     totals: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     episodes = 0
@@ -127,7 +128,10 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         statuses[status] += 1
         if status == "FAILED":
             err = run.get("error")
-            reasons[str(err.get("type") or "unknown") if isinstance(err, dict) else "unknown"] += 1
+            reason = str(err.get("type") or "unknown")[:80] if isinstance(err, dict) else "unknown"
+            reasons[reason] += 1
+            if isinstance(err, dict) and err.get("message"):
+                examples.setdefault(reason, " ".join(str(err["message"]).split())[:300])
         if rollouts is not None and run.get("steps"):  # steps 0: the placeholder of an episode with none
             steps = rollouts[i]
             totals["steps_recorded"] += len(steps) if isinstance(steps, list) else 0
@@ -163,6 +167,7 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
     out: dict[str, Any] = {
         "episodes": episodes, "finished": statuses["SUCCESS"], "timed_out": statuses["TIMED_OUT"],
         "failed": statuses["FAILED"], "failed_by_reason": dict(sorted(reasons.items())),
+        "failure_examples": dict(sorted(examples.items())),
         "other_status": {k: v for k, v in sorted(statuses.items()) if k not in ("SUCCESS", "TIMED_OUT", "FAILED")},
         "all_failed_on_backend": episodes > 0 and reasons["BackendError"] == episodes,
         "totals": {

@@ -89,6 +89,7 @@ def test_counts_of_a_hand_made_run(tmp_path: Path) -> None:
     assert d is not None
     assert (d["episodes"], d["finished"], d["timed_out"], d["failed"]) == (4, 1, 1, 2)
     assert d["failed_by_reason"] == {"AgentError": 1, "BackendError": 1}
+    assert d["failure_examples"] == {"AgentError": "boom", "BackendError": "502"}
     assert d["all_failed_on_backend"] is False
     assert d["totals"] == {"inference_calls": 6, "inference_failed": 1, "turns": 5, "tool_calls": 2,
                            "search_calls": 2, "steps_recorded": 3}
