@@ -1,8 +1,9 @@
-"""Every ``docs/<name>.md §N`` a comment or docstring cites resolves to a document in the repository.
+"""Every ``docs/<name>.md §N`` that code, a recipe or a document cites resolves to a document in the repository.
 
 Code cites the contract documents under ``docs/`` (``docs/shoppingbench.md``, ``docs/arena.md``,
 ``docs/training.md``, ``docs/paper.md`` and the design notes beside them) instead of notes a reader cannot open.
-This test reads every ``.py`` file (and every YAML recipe) of the repository, collects each citation and checks that
+This test reads every ``.py`` file of the repository, every YAML recipe and every Markdown document, collects each
+citation and checks that
 
 * the cited file exists under ``docs/``;
 * each cited section (``§7.2``, ``§6b``, both ends of a range ``§10.2–10.3``, every member of a list
@@ -26,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_DIRS = {"runs", "build", "dist", "node_modules", "__pycache__"}
-SOURCE_SUFFIXES = {".py", ".yaml", ".yml"}  # code, and the recipes whose comments cite the recipe's sections
+SOURCE_SUFFIXES = {".py", ".yaml", ".yml", ".md"}  # code, recipes, and the documents citing one another
 
 # ``docs/<name>.md`` optionally closed by RST backticks, then the reference chain that follows it.
 _FILE = re.compile(r"docs/([A-Za-z0-9_./-]+?\.md)(?:``|`)?")
@@ -156,7 +157,7 @@ def check_citation(citation: Citation, docs_dir: Path, cache: dict[str, DocIndex
 
 
 def python_sources(root: Path) -> list[Path]:
-    """Every ``.py`` / ``.yaml`` file of the repository outside hidden folders, virtual environments and run outputs (this file
+    """Every ``.py`` / ``.yaml`` / ``.md`` file of the repository outside hidden folders, virtual environments and run outputs (this file
     is left out: its planted citations name documents that exist only in a temporary folder)."""
     out: list[Path] = []
     stack = [root]
@@ -173,7 +174,7 @@ def python_sources(root: Path) -> list[Path]:
 
 
 def repository_citations() -> list[Citation]:
-    """All citations in the repository's Python files."""
+    """All citations in the repository's sources and documents."""
     cites: list[Citation] = []
     for path in python_sources(ROOT):
         cites += parse_citations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
