@@ -7,7 +7,7 @@
   code), ``sku & attrs`` (one per pair, best single SKU variant; :func:`shoparena.tasks.constraints.sku_attr_axis`).
 - An axis the reward does not carry scores 1 (upstream) / 0 (strict) in the per-axis field scores.
 - A reward with no scoreable constraint scores ``rule`` 0 in both modes (strict: ORO; upstream divides by
-  zero and crashes, an [unknown] we resolve the same way: no free credit).
+  zero and crashes, a case we resolve the same way: no free credit).
 - A missing or unknown id gives an unresolved item: everything 0, totals kept for the per-axis rates.
 """
 

@@ -1,6 +1,6 @@
 """Problem checks shared by the generator and the tests: solvability against the GT and the difficulty rule.
 
-:func:`check_solvable` is the generator's assertion (docs/shoppingbench.md §3.7 [rec]): every GT product satisfies
+:func:`check_solvable` is the generator's assertion (docs/shoppingbench.md §3.7, our rule): every GT product satisfies
 every constraint of its own reward item (``tasks/constraints.py``: price, service and SKU/attribute axes all hit),
 a shop problem's GT products share one shop, and a voucher problem's GT bundle is within budget under the scorer's
 rule (``within_budget``) with a consistent ``price_after_voucher`` and the §3.4 budget rule.

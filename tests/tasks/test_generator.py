@@ -1,4 +1,4 @@
-"""The offline generator (docs/shoppingbench.md §3.7 [rec]), its templates and the voucher recipe (§3.3, §3.4, §7.3)."""
+"""The offline generator (docs/shoppingbench.md §3.7), its templates and the voucher recipe (§3.3, §3.4, §7.3)."""
 
 from __future__ import annotations
 

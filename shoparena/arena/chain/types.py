@@ -57,7 +57,7 @@ class Hyperparameters(BaseModel):
     bonds_penalty: float = Field(0.0, ge=0, le=1)
     """β: how much of a bond is built from clipped (consensus) instead of raw weights."""
     bonds_alpha: float = Field(0.1, gt=0, le=1)
-    """α of the bond EMA, B ← α·ΔB + (1−α)·B ([unknown] on SN15; 0.1 = subtensor's bonds_moving_average 900000)."""
+    """α of the bond EMA, B ← α·ΔB + (1−α)·B (not public for SN15; 0.1 = subtensor's bonds_moving_average 900000)."""
     emission_per_block: float = Field(1.0, ge=0)
     """Subnet emission per block; an epoch emits ``emission_per_block × tempo``."""
     owner_cut: float = Field(0.18, ge=0, le=1)

@@ -1,6 +1,6 @@
 """The banks' fingerprints: GT ids, ≥ 6-word phrases, exact texts and token statistics of every bank problem.
 
-:class:`PhraseIndex` is built once from all banks (static suites, open bank, held-out bank; docs/arena.md §2.3 [rec])
+:class:`PhraseIndex` is built once from all banks (static suites, open bank, held-out bank; docs/arena.md §2.3, our rule)
 and answers the integrity rules' questions about a string: which GT ids it contains, which problem-specific
 phrases it copies, whether it *is* a query / GT title / Knowledge answer, whether a short fragment or a word pair
 points at one problem. Texts are normalised (NFKC, casefold, zero-width characters dropped, punctuation →

@@ -25,7 +25,7 @@ __all__ = ["kto_label", "write_kto"]
 
 
 def kto_label(t: Trajectory, *, min_judge: float = 0.7) -> tuple[bool | None, str]:
-    """The KTO label of ``t``'s assistant turns and why (``docs/training.md`` §3, [rec]): desirable = a strictly
+    """The KTO label of ``t``'s assistant turns and why (``docs/training.md`` §3, our rule): desirable = a strictly
     successful agentic trace whose judge value (``judge_score``, else ``coefficient``) is ≥ ``min_judge`` or
     unknown; undesirable = a failed trace or a sub-task (axis ``B`` / ``mixed``) trace. ``None`` (no label) for an
     unscored trace or a success judged below ``min_judge``."""
