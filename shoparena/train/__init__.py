@@ -5,8 +5,8 @@ Every stage is a function ``train_<stage>(model_dir, ..., config, out_dir, *, re
 reads a plain transformers checkpoint (adapters of the previous stage already merged) and writes one: the same text
 format (:mod:`shoparena.train.format`) is used for training, rollouts and evaluation."""
 
-BUILTIN_RECIPES: tuple[str, ...] = (
-    "tiny", "cpu-mini", "cpu-mini-v2", "cpu-mini-sft2", "cpu-mini-sft3", "cpu-mini-freeze", "cpu-mini-fit", "cpu-mini-rs",
-    "cpu-mini-teacher", "cpu-mini-kto", "cpu-mini-grpo", "cpu-mini-grpo-headroom", "paper")
+BUILTIN_RECIPES: tuple[str, ...] = ("tiny", "cpu-mini", "paper", "gpu-smollm2")
 """The recipes shipped in ``shoparena/train/recipes/`` (here, not in :mod:`shoparena.train.recipe`, so that the
-command's help can name them without importing the training stack)."""
+command's help can name them without importing the training stack): ``tiny`` (CI and the demo), ``cpu-mini``
+(SmolLM2-135M on a 2-core CPU), ``paper`` (the paper's hyperparameters), ``gpu-smollm2`` (``paper`` bounded for one
+GPU with SmolLM2-135M). The recipes of past experiments are in ``docs/experiments/recipes/`` and run by path."""

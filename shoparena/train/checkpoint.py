@@ -1,5 +1,5 @@
 """What the TRL-backed stages (KTO, GRPO) share around the trainer: loading the stage's input checkpoint, the PEFT
-adapter config, the CPU / seed settings of a TRL config, resuming from ``out_dir/checkpoints``, merging the adapter
+adapter config, resuming from ``out_dir/checkpoints``, merging the adapter
 into ``out_dir/model``, hashing the weights, and writing ``out_dir/stage.json``."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.seal import weights_sha256
+from shoparena.train.trainer import trainer_args  # re-exported: its home is shoparena.train.trainer
 from shoparena.train.types import StageConfig, StageResult
 
 STAGE_FILE = "stage.json"
@@ -48,9 +49,12 @@ def import_torch_stack() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def load_model(model_dir: Path) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` of a plain transformers checkpoint, fp32 on the CPU (bf16 on a GPU)."""
-    torch, transformers = import_torch_stack()
+def load_model(model_dir: Path, config: StageConfig | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a plain transformers checkpoint in the dtype the stage trains in
+    (:func:`shoparena.train.trainer.model_dtype`: fp32 on the CPU, bf16 on a GPU unless ``config`` says fp32)."""
+    from shoparena.train.trainer import model_dtype
+
+    _, transformers = import_torch_stack()
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise NotFoundError(f"no transformers checkpoint at {model_dir} (config.json missing)",
@@ -60,8 +64,8 @@ def load_model(model_dir: Path) -> tuple[Any, Any]:
         raise ConfigError(f"the tokenizer in {model_dir} has no chat template")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True,
+                                                              dtype=model_dtype(config))
     return model, tokenizer
 
 
@@ -74,22 +78,6 @@ def peft_config(config: StageConfig) -> Any:
     targets = config.lora.target_modules
     return LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
                       target_modules=targets if isinstance(targets, str) else list(targets), task_type="CAUSAL_LM")
-
-
-def trainer_args(config: StageConfig, out_dir: Path) -> dict[str, Any]:
-    """The keyword arguments every TRL config of ours gets: CPU and precision, seeds, steps, checkpoints, logs."""
-    import torch
-
-    gpu = torch.cuda.is_available()
-    return {
-        "output_dir": str(out_dir / "checkpoints"), "seed": config.seed, "data_seed": config.seed,
-        "learning_rate": config.learning_rate, "num_train_epochs": config.epochs,
-        "max_steps": config.max_steps if config.max_steps is not None else -1,
-        "per_device_train_batch_size": config.batch_size, "gradient_accumulation_steps": config.grad_accum,
-        "logging_steps": config.logging_steps, "save_strategy": "steps", "save_steps": config.save_steps,
-        "report_to": "none", "use_cpu": not gpu, "bf16": gpu, "gradient_checkpointing": gpu,
-        "dataloader_num_workers": 0, "disable_tqdm": False,
-    }
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:

@@ -9,9 +9,10 @@ functions pass through; TRL combines them with ``reward_weights = [1 − w, w]``
 ``(1 − w)·outcome + w·tool_match``.
 
 Dr. GRPO is ``loss_type="dr_grpo"`` + ``scale_rewards="none"`` (no group-std scaling), with the recipe's β 0.2,
-learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the TRL config and is what the config
-test pins (bug #12). LoRA (r 16, all linear layers by default) with the adapter-disabled model as the reference;
-the adapter is merged into ``out_dir/model``; checkpoints under ``out_dir/checkpoints`` for ``resume``.
+learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the TRL config (on
+:func:`shoparena.train.trainer.trainer_args`, what every stage's TRL config starts from) and is what the config test
+pins (docs/training.md §7 bug #12). LoRA (r 16, all linear layers by default) with the adapter-disabled model as the
+reference; the adapter is merged into ``out_dir/model``; checkpoints under ``out_dir/checkpoints`` for ``resume``.
 Episodes see what the served checkpoint sees: its compaction of tool results, and (``system="harness"``) the
 harness's system turn; ``tools`` keeps one tool profile of the rows.
 
@@ -35,6 +36,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.train.trainer import StageProgress
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
 __all__ = ["GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward", "tool_match_reward",
@@ -137,7 +139,7 @@ def trl_config(config: GRPOConfig, out_dir: Path) -> Any:
     """The TRL ``GRPOConfig`` of a stage config (Dr. GRPO settings, CPU/GPU precision, checkpoints)."""
     from trl import GRPOConfig as TRLGRPOConfig
 
-    from shoparena.train.checkpoint import trainer_args
+    from shoparena.train.trainer import trainer_args
 
     return TRLGRPOConfig(
         **trainer_args(config, Path(out_dir)), loss_type=config.loss_type, scale_rewards=config.scale_rewards,
@@ -189,10 +191,11 @@ def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig,
 
 
 def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRPOConfig, out_dir: Path, *,
-               catalog_dir: Path, resume: bool = False, callbacks: Sequence[Any] = ()) -> StageResult:
+               catalog_dir: Path, resume: bool = False, callbacks: Sequence[Any] = (),
+               progress: StageProgress | None = None) -> StageResult:
     """Run stage 5 (module docstring) over the corpus's ``grpo.jsonl`` rows and the catalog they were built on;
-    return its :class:`StageResult` (also ``out_dir/stage.json``). ``callbacks`` are extra ``TrainerCallback`` s
-    (progress, logs)."""
+    return its :class:`StageResult` (also ``out_dir/stage.json``). ``callbacks`` are extra ``TrainerCallback`` s;
+    ``progress`` a bar over the optimiser steps."""
     from shoparena.train.checkpoint import (
         import_torch_stack,
         last_checkpoint,
@@ -202,8 +205,10 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
         save_stage,
     )
     from shoparena.train.rollout import RolloutEnv
+    from shoparena.train.trainer import quiet, quiet_datasets, trainer_callbacks
 
     import_torch_stack()
+    quiet_datasets()
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -219,14 +224,15 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     rows, headroom = _in_headroom(rows, config)
     env = RolloutEnv(rows, Path(catalog_dir), max_turns=config.max_turns, system=config.system,
                      compact=read_compact(Path(model_dir)))
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, config)
     episodes: list[dict[str, Any]] = []
     dataset = Dataset.from_list([{"prompt": row["prompt"]} for row in env.rows.values()])
     trainer = GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward],
                           args=trl_config(config, out_dir), train_dataset=dataset, processing_class=tokenizer,
                           peft_config=peft_config(config), rollout_func=make_rollout_func(env, tokenizer, config,
                                                                                           episodes),
-                          callbacks=list(callbacks))
+                          callbacks=trainer_callbacks("grpo", progress, callbacks))
+    quiet(trainer)
     resumed = last_checkpoint(out_dir) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
     log = trainer.state.log_history

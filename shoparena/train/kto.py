@@ -7,7 +7,7 @@ successful agentic trace, undesirable = a turn of a failed or sub-task trace), `
 ``desirable_weight`` / ``undesirable_weight`` (the minority class up-weighted so ``λ_D·n_D = λ_U·n_U``, inside
 TRL's recommended ``[1, 4/3]`` ratio). A recipe may keep one tool profile (``tools``), fit every assistant turn
 to the serving cap as SFT does (``turn_tokens``, :func:`fit_kto_turns`) and take a seeded, label-balanced
-subsample (``max_rows``, :func:`balanced_subsample`) — how ``cpu-mini-kto`` fits a CPU's budget.
+subsample (``max_rows``, :func:`balanced_subsample`) — how the ``cpu-mini`` recipe fits a CPU's budget.
 
 Training: TRL ``KTOTrainer`` with a PEFT LoRA on q/k/v/o (r 16; the reference is the adapter-disabled model, so
 the input checkpoint must already hold the previous stage's merged weights), ``use_cpu`` / fp32 on a CPU,
@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from shoparena.errors import DataError
+from shoparena.train.trainer import StageProgress
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
 __all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "balanced_subsample", "class_weights", "emission_stop",
@@ -203,8 +204,8 @@ class EmissionProbe:
     """The real rate function: sample one turn per probe prompt and count parseable ``recommend_product`` calls.
     The prompts are sampled ``batch`` at a time in one left-padded ``generate`` (GRPO's
     :func:`~shoparena.train.rollout.sample_turns`); ``batch=None`` picks :data:`GPU_PROBE_BATCH` on a GPU, where
-    sampling one prompt at a time is launch-bound (the 8-prompt probe of the H200 run, 2026-11-27, took 160–190 s
-    while a KTO step took 2 s), and 1 on a CPU, where decoding is compute-bound and a batch pads every prompt to the
+    sampling one prompt at a time is launch-bound (one-at-a-time, an 8-prompt probe of SmolLM2 on an H200 took
+    minutes where a KTO step took seconds), and 1 on a CPU, where decoding is compute-bound and a batch pads every prompt to the
     longest (``bench/kto_probe.py``: batched 0.34× one-at-a-time with the tiny model) — so CPU runs still sample one
     prompt at a time. A turn ends at the tokenizer's or the generation config's end token (GRPO's rule). Sampling is
     seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
@@ -294,10 +295,10 @@ def emission_stop(rate_fn: Callable[[Any], float], *, every: int, threshold: flo
 
 def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KTOConfig, out_dir: Path, *,
               resume: bool = False, rate_fn: Callable[[Any], float] | None = None,
-              callbacks: Sequence[Any] = ()) -> StageResult:
+              callbacks: Sequence[Any] = (), progress: StageProgress | None = None) -> StageResult:
     """Run stage 4 (module docstring) and return its :class:`StageResult` (also ``out_dir/stage.json``).
-    ``rate_fn`` replaces the sampling probe (tests); ``callbacks`` are extra ``TrainerCallback`` s (progress,
-    logs); metrics hold the class balance, the weights, losses and the
+    ``rate_fn`` replaces the sampling probe (tests); ``callbacks`` are extra ``TrainerCallback`` s; ``progress`` a
+    bar over the optimiser steps; metrics hold the class balance, the weights, losses and the
     emission-rate history."""
     from shoparena.train.checkpoint import (
         import_torch_stack,
@@ -306,10 +307,11 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
         loss_metrics,
         peft_config,
         save_stage,
-        trainer_args,
     )
+    from shoparena.train.trainer import quiet, quiet_datasets, trainer_args, trainer_callbacks
 
     import_torch_stack()
+    quiet_datasets()
     from datasets import Dataset
     from trl import KTOConfig as TRLKTOConfig
     from trl import KTOTrainer
@@ -317,7 +319,7 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, config)
     from shoparena.llm.compact import read_compact
     from shoparena.train.sft import require_profile
 
@@ -334,7 +336,7 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
                         hint="raise max_length (the recipe uses 14336)")
     prep["dropped_too_long"] = len(given) - len(rows)
     # the probe set comes from every fitting row, not only a subsample: a handful of recommend prompts makes the
-    # stop rule a coin toss (cpu-mini-kto's 5-prompt probe stopped at 4 of 5, the same checkpoint 20 of 20 on 20)
+    # stop rule a coin toss (with 5 prompts a single miss is a rate of 0.8, below the 0.9 threshold)
     probes = probe_prompts(rows, config.probe_size)
     if config.max_rows is not None:
         prep["subsampled_from"] = len(rows)
@@ -348,8 +350,9 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     args = TRLKTOConfig(**trainer_args(config, out_dir), beta=config.beta, loss_type=config.loss_type,
                         max_length=config.max_length, desirable_weight=d_w, undesirable_weight=u_w,
                         disable_dropout=True)
-    trainer = KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                         peft_config=peft_config(config), callbacks=[stop, *callbacks])
+    trainer = quiet(KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                               processing_class=tokenizer, peft_config=peft_config(config),
+                               callbacks=trainer_callbacks("kto", progress, [stop, *callbacks])))
     resumed = last_checkpoint(out_dir) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
     # tokens of the rows this process stepped over (prompt + judged turn: TRL's count, which restarts in a resumed

@@ -6,23 +6,27 @@ runs continues from its last checkpoint when that was started with the same key)
 writes ``out_dir/manifest.json`` atomically after every stage: corpus manifest hash, recipe text and hash,
 package versions, seeds, each stage's result and checkpoint hash, wall time.
 
-KTO and GRPO live in :mod:`shoparena.train.kto` / :mod:`shoparena.train.grpo` and are imported only when a recipe
-runs them (a build without them fails with one clear error)."""
+Every section is typed when the recipe loads (:func:`load_recipe`): a misspelt key or a value of the wrong type in any
+stage is a :class:`~shoparena.errors.ConfigError` naming the stage and the key, with the keys the section accepts,
+before any stage runs. The stages' trainers are imported only when a recipe runs them."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
 import platform
 import time
+import types
+from collections.abc import Callable, Iterator
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shoparena.errors import ConfigError, NotFoundError
+from shoparena.errors import ConfigError, NotFoundError, closest
 from shoparena.train import BUILTIN_RECIPES
 from shoparena.train.checkpoint import (
     checkpoint_sha256,
@@ -32,41 +36,44 @@ from shoparena.train.checkpoint import (
     stage_key_matches,
     write_stage,
 )
+from shoparena.train.grpo import GRPOConfig
+from shoparena.train.kto import KTOConfig
 from shoparena.train.rs import RSConfig
 from shoparena.train.sft import SFTConfig
 from shoparena.train.teacher import TeacherConfig
+from shoparena.train.trainer import BarFactory, StageProgress
 from shoparena.train.types import StageResult
 
-__all__ = ["BUILTIN_RECIPES", "RUN_DIR", "STAGES", "Recipe", "TrainManifest", "in_run", "load_recipe", "run_recipe"]
+__all__ = ["BUILTIN_RECIPES", "RUN_DIR", "STAGES", "Recipe", "TrainManifest", "in_run", "load_recipe",
+           "parse_recipe", "run_recipe"]
 
 STAGES: dict[str, str] = {
     "sft": "shoparena.train.sft", "rs": "shoparena.train.rs", "teacher": "shoparena.train.teacher",
     "kto": "shoparena.train.kto", "grpo": "shoparena.train.grpo",
 }
-"""Stage name → module (the recipe's order). kto / grpo are imported lazily."""
+"""Stage name → the module of its trainer (the recipe's order), imported when the stage runs."""
 MANIFEST = "manifest.json"
 FORMAT = "shoparena-train/1"
 
 
 class Recipe(BaseModel):
     """A training recipe. ``base``: ``tiny`` (the from-scratch tiny Qwen3, built from ``seed``), ``hf:DIR`` or a
-    checkpoint directory (e.g. a prepared SmolLM2). Stage sections are the stages' configs; ``kto`` / ``grpo`` are
-    validated by their own modules' ``KTOConfig`` / ``GRPOConfig`` when they run."""
+    checkpoint directory (e.g. a prepared SmolLM2). Each stage section is that stage's typed config."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     description: str = ""
+    verified: str | None = None
+    """Where the recipe has been run and how far (``None``: unverified)."""
     base: str = "tiny"
     seed: int = 0
     stages: tuple[str, ...] = ("sft", "rs", "teacher", "kto", "grpo")
     sft: SFTConfig = Field(default_factory=SFTConfig)
     rs: RSConfig = Field(default_factory=RSConfig)
     teacher: TeacherConfig = Field(default_factory=TeacherConfig)
-    kto: dict[str, Any] = Field(default_factory=dict)
-    grpo: dict[str, Any] = Field(default_factory=dict)
-    verified: str | None = None
-    """Where the recipe has been run end to end (``None``: unverified)."""
+    kto: KTOConfig = Field(default_factory=KTOConfig)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
 
     @field_validator("stages")
     @classmethod
@@ -106,39 +113,124 @@ class TrainManifest(BaseModel):
     wall_s: float = 0.0
 
 
-def _one_line(src: str, exc: ValidationError) -> str:
-    errs = exc.errors()
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (``X``, ``X | None``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next((m for a in get_args(annotation) if (m := _model_of(a)) is not None), None)
+    return None
+
+
+def _section(loc: tuple[Any, ...]) -> tuple[type[BaseModel], tuple[str, ...]]:
+    """The model of the section an error's location points into, and that section's path (``("kto",)``)."""
+    model: type[BaseModel] = Recipe
+    path: tuple[str, ...] = ()
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        inner = _model_of(field.annotation) if field is not None else None
+        if inner is None:
+            break
+        model, path = inner, (*path, part)
+    return model, path
+
+
+def _accepts(model: type[BaseModel], path: tuple[str, ...]) -> str:
+    where = ".".join(path) or "a recipe"
+    return f"{where} accepts: {', '.join(model.model_fields)}"
+
+
+def _type_of(field: Any) -> str:
+    text = str(field.annotation).replace("typing.", "").replace("shoparena.", "")
+    text = text.removeprefix("<class '").removesuffix("'>")
+    default = field.get_default(call_default_factory=True)
+    if isinstance(default, BaseModel):
+        default = "{…}"
+    return f"{text}" + ("" if field.is_required() else f", default {default!r}")
+
+
+def _config_error(src: str, exc: ValidationError) -> ConfigError:
+    """One line naming the section and the key of the first error; the hint lists what the section accepts."""
+    errs = exc.errors(include_url=False)
     first = errs[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    loc = tuple(first["loc"])
     more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
-    return f"recipe {src}: {loc}: {first['msg']}{more}"
+    model, path = _section(loc) if loc else (Recipe, ())
+    section = ".".join(path) or "the recipe's top level"
+    key = loc[len(path)] if len(loc) > len(path) else None
+    if first["type"] == "extra_forbidden" and isinstance(key, str):
+        near = closest(key, tuple(model.model_fields))
+        return ConfigError(f"recipe {src}: unknown key {key!r} in {section}"
+                           + (f" (did you mean {near!r}?)" if near else "") + more,
+                           hint=_accepts(model, path))
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    msg = first["msg"].removeprefix("Value error, ")
+    given = first.get("input")
+    shown = "" if isinstance(given, dict | list) or first["type"] == "missing" else f" (got {given!r:.60})"
+    field = model.model_fields.get(key) if isinstance(key, str) else None
+    inner = _model_of(field.annotation) if field is not None else None
+    if inner is not None and isinstance(key, str):  # the whole section is wrong (not a mapping, or inconsistent)
+        hint = _accepts(inner, (*path, key))
+    else:
+        hint = (f"{where} takes {_type_of(field)}; " if field is not None else "") + _accepts(model, path)
+    return ConfigError(f"recipe {src}: {where}: {msg}{shown}{more}", hint=hint)
+
+
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader that also reads ``1e-4`` as a number (YAML 1.2; YAML 1.1 wants ``1.0e-4``)."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
+    return Loader
+
+
+def parse_recipe(text: str, src: str = "<text>") -> Recipe:
+    """A recipe from its YAML text, every section typed strictly (numbers are numbers, flags are booleans, no key
+    the section does not know): a bad recipe is one :class:`ConfigError` naming the section and the key."""
+    import json
+
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"recipe {src}: not valid YAML{where}: {getattr(exc, 'problem', exc)}",
+                          hint="a recipe is a YAML mapping; " + _accepts(Recipe, ())) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe {src}: expected a mapping of fields, got {type(data).__name__}",
+                          hint=_accepts(Recipe, ()))
+    try:  # through JSON: strict validation then takes YAML lists for tuples, as it would JSON arrays
+        return Recipe.model_validate_json(json.dumps(data, default=str), strict=True)
+    except ValidationError as exc:
+        raise _config_error(src, exc) from None
 
 
 def load_recipe(spec: str | os.PathLike[str]) -> tuple[Recipe, str]:
     """A built-in recipe by name or a YAML file: ``(recipe, its text)``. Bad YAML or fields → :class:`ConfigError`
-    with one line naming the first bad field."""
-    import yaml
-
+    (exit 2) naming the first bad section and key (:func:`parse_recipe`); no such recipe → :class:`NotFoundError`."""
     name = str(spec)
     if name in BUILTIN_RECIPES:
         text = resources.files("shoparena.train").joinpath("recipes", f"{name}.yaml").read_text(encoding="utf-8")
     else:
         path = Path(name)
         if not path.is_file():
-            raise NotFoundError(f"no recipe {name!r}: neither a built-in ({', '.join(BUILTIN_RECIPES)}) nor a file")
-        text = path.read_text(encoding="utf-8")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"recipe {name}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"recipe {name}: expected a mapping of fields, got {type(data).__name__}")
-    try:
-        return Recipe.model_validate(data), text
-    except ValidationError as exc:
-        raise ConfigError(_one_line(name, exc)) from None
+            raise NotFoundError(f"no recipe {name!r}: neither a built-in ({', '.join(BUILTIN_RECIPES)}) nor a file",
+                                hint="the recipes of past experiments run by path: "
+                                     "docs/experiments/recipes/<name>.yaml")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"recipe {name}: cannot be read ({exc})") from None
+    return parse_recipe(text, name), text
 
 
 def _versions() -> dict[str, str | None]:
@@ -204,12 +296,16 @@ def _inherit_format(src: Path, dest: Path) -> None:
 def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                stages: list[str] | tuple[str, ...] | None = None, resume: bool = False,
                catalog_dir: str | os.PathLike[str] | None = None, recipe_text: str | None = None,
-               progress: bool = False) -> TrainManifest:
-    """Run ``stages`` (default: the recipe's) of ``recipe`` over the corpus in ``corpus_dir`` into ``out_dir``."""
+               progress: bool | BarFactory = False,
+               on_stage: Callable[[StageResult, bool], None] | None = None) -> TrainManifest:
+    """Run ``stages`` (default: the recipe's) of ``recipe`` over the corpus in ``corpus_dir`` into ``out_dir``.
+    ``progress``: a bar per phase of each stage, drawn by ``bar(description, total)`` (``True``: rich bars on
+    stderr); ``on_stage(result, skipped)`` is called as each stage finishes (or is found finished on ``resume``)."""
     from shoparena.corpus.export.manifest import read_manifest
     from shoparena.train.harness import problems_of_rows
 
     t0 = time.perf_counter()
+    bars = _bars(progress)
     try:
         chosen = check_stages(stages if stages is not None else recipe.stages)
     except ValueError as exc:
@@ -236,8 +332,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         recipe=recipe.name, recipe_sha256=hashlib.sha256(text.encode()).hexdigest(), recipe_text=text,
         corpus=str(corpus), corpus_manifest_sha256=corpus_manifest.get("manifest_hash"), base=recipe.base,
         base_sha256=checkpoint_sha256(model), stages_requested=list(chosen),
-        seeds={"recipe": recipe.seed, **{s: getattr(recipe, s).seed for s in ("sft", "rs", "teacher")
-                                         if s in chosen}},
+        seeds={"recipe": recipe.seed, **{s: getattr(recipe, s).seed for s in chosen}},
         versions=_versions(),
     )
     _write_manifest(out, manifest)
@@ -262,25 +357,22 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
 
                 shutil.rmtree(sdir / "checkpoints")
             mark_stage_key(sdir, key)
-            common = {"resume": own}
             chain_intact = False
-            if name == "sft":
-                result = mod.train_sft(model, sft_rows, eval_rows, recipe.sft, sdir, progress=progress, **common)
-            elif name == "rs":
-                result = mod.train_rs(model, problems, sft_rows, eval_rows, recipe.rs, sdir, catalog_dir=catalog_dir,
-                                      progress=progress, **common)
-            elif name == "teacher":
-                result = mod.train_teacher(model, problems, eval_rows, recipe.teacher, sdir,
-                                           catalog_dir=catalog_dir, progress=progress, **common)
-            elif name == "kto":
-                config = _stage_config(mod, "KTOConfig", recipe.kto, name)
-                manifest.seeds[name] = getattr(config, "seed", recipe.seed)
-                result = mod.train_kto(model, _rows(corpus, "kto_train"), config, sdir, **common)
-            else:
-                config = _stage_config(mod, "GRPOConfig", in_run(recipe.grpo, out), name)
-                manifest.seeds[name] = getattr(config, "seed", recipe.seed)
-                result = mod.train_grpo(model, _rows(corpus, "grpo_train"), config, sdir, catalog_dir=catalog_dir,
-                                        **common)
+            with StageProgress(name, bars) as bar:
+                kw: dict[str, Any] = {"resume": own, "progress": bar if bars is not None else None}
+                if name == "sft":
+                    result = mod.train_sft(model, sft_rows, eval_rows, recipe.sft, sdir, **kw)
+                elif name == "rs":
+                    result = mod.train_rs(model, problems, sft_rows, eval_rows, recipe.rs, sdir,
+                                          catalog_dir=catalog_dir, **kw)
+                elif name == "teacher":
+                    result = mod.train_teacher(model, problems, eval_rows, recipe.teacher, sdir,
+                                               catalog_dir=catalog_dir, **kw)
+                elif name == "kto":
+                    result = mod.train_kto(model, _rows(corpus, "kto_train"), recipe.kto, sdir, **kw)
+                else:
+                    result = mod.train_grpo(model, _rows(corpus, "grpo_train"), in_run(recipe.grpo, out), sdir,
+                                            catalog_dir=catalog_dir, **kw)
         if done is None:
             _inherit_format(model, Path(result.model_dir))
             result = write_stage(sdir, result.model_copy(update={"key_sha256": key}))
@@ -291,6 +383,8 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         manifest.final_model = str(model)
         manifest.wall_s = round(time.perf_counter() - t0, 3)
         _write_manifest(out, manifest)
+        if on_stage is not None:
+            on_stage(result, done is not None)
     manifest.complete = True
     manifest.wall_s = round(time.perf_counter() - t0, 3)
     _write_manifest(out, manifest)
@@ -303,18 +397,29 @@ RUN_DIR = "{out}"
 same recipe keys the same wherever it runs."""
 
 
-def in_run(data: dict[str, Any], out: Path) -> dict[str, Any]:
-    """A stage's settings with :data:`RUN_DIR` in ``prompts_from`` replaced by the run's output directory."""
-    value = data.get("prompts_from")
-    if isinstance(value, str) and RUN_DIR in value:
-        return {**data, "prompts_from": value.replace(RUN_DIR, str(out))}
-    return data
+def in_run(config: GRPOConfig, out: Path) -> GRPOConfig:
+    """Stage 5's settings with :data:`RUN_DIR` in ``prompts_from`` replaced by the run's output directory."""
+    value = config.prompts_from
+    if value is not None and RUN_DIR in value:
+        return config.model_copy(update={"prompts_from": value.replace(RUN_DIR, str(out))})
+    return config
 
 
-def _stage_config(mod: Any, cls_name: str, data: dict[str, Any], stage: str) -> Any:
-    cls = getattr(mod, cls_name)
-    try:
-        return cls.model_validate(data) if hasattr(cls, "model_validate") else cls(**data)
-    except (ValidationError, TypeError) as exc:
-        msg = _one_line(stage, exc) if isinstance(exc, ValidationError) else f"recipe {stage}: {exc}"
-        raise ConfigError(msg) from None
+def _bars(progress: bool | BarFactory) -> BarFactory | None:
+    if callable(progress):
+        return progress
+    if not progress:
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+
+    @contextlib.contextmanager
+    def bar(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True, disable=not console.is_terminal) as prog:
+            task = prog.add_task(description, total=total)
+            yield lambda n=1: prog.advance(task, n)
+
+    return bar

@@ -18,6 +18,7 @@ from shoparena.tasks.types import Problem
 from shoparena.train.checkpoint import checkpoint_sha256, load_stage, write_stage
 from shoparena.train.harness import collect_successes
 from shoparena.train.sft import SFTConfig, copy_checkpoint, train_sft
+from shoparena.train.trainer import StageProgress
 from shoparena.train.types import StageResult
 
 __all__ = ["RSConfig", "mix_rows", "train_rs"]
@@ -52,7 +53,8 @@ def mix_rows(new: Sequence[dict[str, Any]], old: Sequence[dict[str, Any]], ratio
 
 def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft_rows: Sequence[dict[str, Any]],
              eval_rows: Sequence[dict[str, Any]], config: RSConfig, out_dir: str | os.PathLike[str], *,
-             catalog_dir: str | os.PathLike[str], resume: bool = False, progress: bool = False) -> StageResult:
+             catalog_dir: str | os.PathLike[str], resume: bool = False,
+             progress: StageProgress | None = None) -> StageResult:
     """Sample, keep successes, mix, retrain; the merged checkpoint goes to ``out_dir/model``."""
     out = Path(out_dir)
     if resume and (done := load_stage(out)) is not None:
@@ -63,7 +65,10 @@ def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft
     got = collect_successes(catalog_dir, chosen, model=sampler,
                             k=config.k, temperature=config.temperature, seed=config.seed, out_dir=out / "samples",
                             agent=config.agent, timeout_s=config.timeout_s, concurrency=config.concurrency,
-                            resume=resume)
+                            resume=resume, progress=None if progress is None
+                            else progress.phase("sampling", len(chosen) * config.k))
+    if progress is not None:
+        progress.close()
     metrics: dict[str, Any] = {"sampler_asr": got.asr, "samples": dict(got.counts), "kept": len(got.rows),
                                "kept_pairs": [list(p) for p in got.kept], "problems": len(chosen)}
     if not got.rows:

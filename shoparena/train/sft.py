@@ -31,6 +31,14 @@ from shoparena.train.checkpoint import (
     write_stage,
 )
 from shoparena.train.format import FormatConfig, encode_rows, tool_names
+from shoparena.train.trainer import (
+    StageProgress,
+    model_dtype,
+    quiet,
+    quiet_datasets,
+    trainer_args,
+    trainer_callbacks,
+)
 from shoparena.train.types import LearningRate, StageConfig, StageResult, ToolProfile
 
 __all__ = [
@@ -51,14 +59,9 @@ class SFTConfig(StageConfig):
     system: Literal["row", "harness"] = "row"
     """``harness``: rows without a system turn are trained under the harness's native system prompt, the one every
     native-protocol episode (``react``) is prompted with (:attr:`shoparena.train.format.FormatConfig.system`)."""
-    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
-    lr_scheduler: str = "linear"
     bf16: bool = False
-    """bf16 mixed precision: bf16 weights on a GPU; on the CPU fp32 weights under bf16 autocast (opt-in: about
-    1.7× the fp32 tokens/s on a CPU with AVX512-BF16, `bench/train.py --stage precision`; slower on CPUs without it)."""
+    """As :attr:`StageConfig.bf16`, but off unless asked for: SFT stays fp32 on a GPU too unless the recipe says so."""
     gradient_checkpointing: bool = False
-    full_determinism: bool = False
-    """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
     tools: ToolProfile = None
     """Train (and measure ``eval_loss``) only on rows that offer exactly these tools: the tool profile the model will
     be evaluated with (e.g. ShoppingBench's four for ``react``). ``None``: every row. Rows left out are counted as
@@ -130,16 +133,13 @@ def _make_callbacks(transformers: Any, log_path: Path, tokens_before: float = 0)
 
 
 def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[dict[str, list[int]]],
-                config: SFTConfig, lr: float, run_dir: Path, *, resume: bool, progress: bool,
-                callbacks: Sequence[Any]) -> dict[str, Any]:
-    torch, transformers = import_torch_stack()
-    import datasets
+                config: SFTConfig, lr: float, run_dir: Path, *, resume: bool, progress: StageProgress | None,
+                callbacks: Sequence[Any], stage: str) -> dict[str, Any]:
+    _, transformers = import_torch_stack()
     import trl
     from datasets import Dataset
 
-    if not progress:
-        datasets.disable_progress_bars()
-
+    quiet_datasets()
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
     log_path = run_dir / "log.jsonl"
@@ -150,28 +150,19 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     at = checkpoint_step(last) if last is not None else None  # the run's tokens up to there (TRL restarts at 0)
     tokens_before = next((r["num_tokens"] or 0 for r in _read_log(log_path) if r["step"] == at), 0)
     transformers.set_seed(config.seed)
-    cuda = torch.cuda.is_available()
-    dtype = torch.bfloat16 if (config.bf16 and cuda) else torch.float32
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
-    args = trl.SFTConfig(
-        output_dir=str(ckpt_dir), learning_rate=lr, num_train_epochs=config.epochs,
-        max_steps=config.max_steps or -1, per_device_train_batch_size=config.batch_size,
-        per_device_eval_batch_size=config.batch_size, gradient_accumulation_steps=config.grad_accum,
-        max_length=config.max_length, logging_steps=config.logging_steps, save_strategy="steps",
-        save_steps=config.save_steps, seed=config.seed, data_seed=config.seed,
-        full_determinism=config.full_determinism, use_cpu=not cuda, bf16=config.bf16,
-        report_to="none", gradient_checkpointing=config.gradient_checkpointing, eval_strategy="no",
-        disable_tqdm=not progress, lr_scheduler_type=config.lr_scheduler, warmup_steps=config.warmup_ratio,
-        dataloader_num_workers=0,
-    )
-    trainer = trl.SFTTrainer(
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True,
+                                                              dtype=model_dtype(config))
+    args = trl.SFTConfig(**trainer_args(config, run_dir, learning_rate=lr), max_length=config.max_length,
+                         per_device_eval_batch_size=config.batch_size, eval_strategy="no")
+    what = f"train lr {lr:g}" if config.lr_sweep else "train"
+    trainer = quiet(trl.SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(train),
         eval_dataset=Dataset.from_list(evals) if evals else None, processing_class=tokenizer,
-        peft_config=peft_config(config), callbacks=[_make_callbacks(transformers, log_path, tokens_before), *callbacks],
-    )
-    if not progress:
-        trainer.remove_callback(transformers.PrinterCallback)  # keeps stdout clean for --json
+        peft_config=peft_config(config),
+        callbacks=trainer_callbacks(stage, progress, [_make_callbacks(transformers, log_path, tokens_before),
+                                                      *callbacks], what=what),
+    ))
     t0, c0 = time.perf_counter(), time.process_time()
     out = trainer.train(resume_from_checkpoint=last)
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
@@ -224,11 +215,12 @@ def require_profile(rows: Sequence[dict[str, Any]], tools: Sequence[str] | None,
 
 def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, Any]],
               eval_rows: Sequence[dict[str, Any]], config: SFTConfig, out_dir: str | os.PathLike[str], *,
-              resume: bool = False, progress: bool = False, callbacks: Sequence[Any] = (),
+              resume: bool = False, progress: StageProgress | None = None, callbacks: Sequence[Any] = (),
               stage: str = "sft") -> StageResult:
     """Fine-tune ``model_dir`` on ``train_rows`` (``{"messages", "tools"}``); write the merged checkpoint to
     ``out_dir/model`` and ``out_dir/stage.json``. ``resume``: a finished stage is returned as is, an interrupted
-    one continues from its last checkpoint. ``callbacks``: extra ``transformers`` trainer callbacks."""
+    one continues from its last checkpoint. ``progress``: a bar per training run; ``callbacks``: extra
+    ``transformers`` trainer callbacks."""
     out = Path(out_dir)
     if resume and (done := load_stage(out)) is not None:
         return done
@@ -252,7 +244,7 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     for lr in lrs:
         run_dir = out if len(lrs) == 1 else out / "sweep" / f"lr-{lr:g}"
         runs.append(_train_once(model_dir, train.samples, evals.samples, config, lr, run_dir, resume=resume,
-                                progress=progress, callbacks=callbacks))
+                                progress=progress, callbacks=callbacks, stage=stage))
     best = min(runs, key=lambda r: (r["eval_loss"] is None, r["eval_loss"] or 0.0)) if len(runs) > 1 else runs[0]
     if best["model"] != out / "model":
         copy_checkpoint(best["model"], out / "model")

@@ -17,6 +17,7 @@ from shoparena.tasks.types import Problem
 from shoparena.train.checkpoint import load_stage, write_stage
 from shoparena.train.harness import collect_successes, upsample
 from shoparena.train.sft import SFTConfig, train_sft
+from shoparena.train.trainer import StageProgress
 from shoparena.train.types import StageResult
 
 __all__ = ["TeacherConfig", "train_teacher"]
@@ -37,7 +38,7 @@ class TeacherConfig(SFTConfig):
 
 def train_teacher(model_dir: str | os.PathLike[str], problems: Sequence[Problem], eval_rows: Sequence[dict[str, Any]],
                   config: TeacherConfig, out_dir: str | os.PathLike[str], *, catalog_dir: str | os.PathLike[str],
-                  resume: bool = False, progress: bool = False) -> StageResult:
+                  resume: bool = False, progress: StageProgress | None = None) -> StageResult:
     """Collect the teacher's successful trajectories, up-sample, continue SFT into ``out_dir/model``."""
     out = Path(out_dir)
     if resume and (done := load_stage(out)) is not None:
@@ -47,7 +48,11 @@ def train_teacher(model_dir: str | os.PathLike[str], problems: Sequence[Problem]
     got = collect_successes(catalog_dir, chosen, model=config.teacher, k=config.n_samples,
                             temperature=config.temperature, seed=config.seed, out_dir=out / "samples",
                             agent=config.agent, timeout_s=config.timeout_s, concurrency=config.concurrency,
-                            resume=resume)
+                            resume=resume,
+                            progress=progress.phase("teacher sampling", len(chosen) * config.n_samples)
+                            if progress is not None else None)
+    if progress is not None:
+        progress.close()
     if not got.rows:
         raise DataError(f"the teacher {config.teacher} solved none of {len(chosen)} train problems",
                         hint="use a stronger teacher or more problems")

@@ -4,11 +4,11 @@ returns. Stage-specific configs subclass :class:`StageConfig` in their own modul
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-__all__ = ["LearningRate", "LoraConfig", "StageConfig", "StageResult", "ToolProfile"]
+__all__ = ["LearningRate", "LoraConfig", "Scheduler", "StageConfig", "StageResult", "ToolProfile"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -43,9 +43,16 @@ class LoraConfig(BaseModel):
     target_modules: tuple[str, ...] | str = "all-linear"
 
 
+Scheduler = Literal["linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                    "inverse_sqrt"]
+"""The learning-rate schedules a stage may name (transformers' ``SchedulerType`` values that need no extra
+arguments)."""
+
+
 class StageConfig(BaseModel):
     """Settings every stage has. ``lora=None`` means full fine-tuning. ``max_steps`` bounds a stage (CPU recipes);
-    ``None`` runs ``epochs`` over the data."""
+    ``None`` runs ``epochs`` over the data. How these become the trainer's arguments (precision, gradient
+    checkpointing, seeds, checkpoints, logs) is decided in one place, :func:`shoparena.train.trainer.trainer_args`."""
 
     model_config = _FROZEN
 
@@ -60,6 +67,16 @@ class StageConfig(BaseModel):
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(10, ge=1)
     """Checkpoint every N optimiser steps (``--resume`` continues from the last one)."""
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    lr_scheduler: Scheduler = "linear"
+    bf16: bool | None = None
+    """bf16 mixed precision. ``None``: bf16 weights on a GPU, fp32 on the CPU. ``True``: bf16 weights on a GPU; on the
+    CPU fp32 weights under bf16 autocast (opt-in: about 1.7x fp32's tokens/s on a CPU with AVX512-BF16,
+    ``bench/train.py --stage precision``; slower on CPUs without it). ``False``: fp32 everywhere."""
+    gradient_checkpointing: bool | None = None
+    """``None``: on a GPU only."""
+    full_determinism: bool = False
+    """``enable_full_determinism`` (GPU bit-exactness at a cost; CPU runs are deterministic without it)."""
 
 
 class StageResult(BaseModel):
