@@ -3,10 +3,10 @@
 SQLite durability: ``journal_mode=WAL`` with ``synchronous=FULL`` (the default here). In WAL mode FULL fsyncs
 the log at every commit, so an append that has returned survives a power cut or an OS crash, not only a killed
 process; NORMAL+WAL also survives ``kill -9`` (the log is in the page cache) and never corrupts, but may lose the
-last commits on power loss — which would break "a returned append is stored". The price: a 20 KB commit takes
-~0.45 ms here against ~0.3 ms with NORMAL; four writers (bench/store.py, quiet 2-core machine) reach ~1,250–1,400
-appends/s with FULL and ~1,550–1,950 with NORMAL, and the gap closes when the CPU is busy (appends are then
-CPU-bound: sealing and hashing). ``?synchronous=normal`` in the URL opts out. Write transactions start with ``BEGIN IMMEDIATE`` (the write lock
+last commits on power loss — which would break "a returned append is stored". The price is an fsync per commit:
+FULL is somewhat slower than NORMAL for a lone writer, and the gap closes when the CPU is busy (appends are then
+CPU-bound: sealing and hashing); ``bench/store.py`` measures both side by side. ``?synchronous=normal`` in the URL
+opts out. Write transactions start with ``BEGIN IMMEDIATE`` (the write lock
 up front, so concurrent writers queue on the 60 s busy timeout instead of failing a lock upgrade), and
 :func:`retrying` retries what still escapes. ``sqlite://`` is an in-memory store on one shared connection: fine
 for tests, but finish (or drop) a query stream before appending.
