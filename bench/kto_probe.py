@@ -1,6 +1,6 @@
 """KTO's emission probe (docs/training.md §4.3): the probe prompts sampled one at a time against ``batch`` at a time in
-one left-padded ``generate`` (:class:`shoparena.train.kto.EmissionProbe`). On the GPU run of 2026-11-27 the
-one-at-a-time probe of 8 prompts took minutes where a KTO step took 2 s; this measures the batched probe here.
+one left-padded ``generate`` (:class:`shoparena.train.kto.EmissionProbe`). On a GPU a one-at-a-time probe is
+launch-bound and can cost far more than a KTO step; this measures what batching buys on the machine it runs on.
 
     python bench/kto_probe.py [--model DIR] [--corpus DIR] [--size 8] [--batch 8] [--max-new 256]
                               [--max-length 14336] [--system harness] [--turn-tokens 256] [--threads 2]
@@ -11,8 +11,8 @@ seeded corpus world) prepared as ``train_kto`` prepares them (``fit_kto_turns`` 
 the order one-at-a-time, batched, one-at-a-time, batched: one probe call each, at the recipe's sampling settings
 (T 0.7, top-p 0.95, seed 0). Figures: seconds per probe call, generated tokens per second, the rate each measured
 (the two orders of sampling draw differently, so rates may differ) and the ratio one-at-a-time / batched.
-Measured 2026-11-27 on the 2-core CPU, tiny Qwen3, the seeded world, 4 prompts × 32 tokens, one thread: one at a
-time 1.0 s, batched 3.1 s (0.34×): a CPU is compute-bound and the batch pads every prompt to the longest.
+On a CPU batching can be slower (it is compute-bound and the batch pads every prompt to the longest);
+docs/results.md has the measured figures.
 """
 
 from __future__ import annotations

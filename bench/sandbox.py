@@ -10,7 +10,7 @@ p50 / p99 of:
   problem (fork, limits, cgroup move) → the agent called (the batch's own start is paid once);
 - end to end: the validator's wall time per problem (launch → envelope parsed → sandbox torn down);
 and, with ``--baseline``, the same for the non-hermetic ``process`` backend (the interpreter alone), so the
-sandbox's own share is visible. Goal: start overhead ≤ 100 ms at p50 and p99 (issue 4).
+sandbox's own share is visible. Goal: start overhead ≤ 100 ms at p50 and p99.
 """
 
 from __future__ import annotations
