@@ -29,7 +29,7 @@ from shoparena.errors import DataError, NotFoundError
 from shoparena.web import arena as arena_q
 from shoparena.web.board import leaderboard
 from shoparena.web.corpus import corpus_page, report_file
-from shoparena.web.plots import line_plot
+from shoparena.web.plots import funnel_plot, line_plot
 from shoparena.web.records import MAX_LIMIT, RecordFilter, get_record, list_records
 from shoparena.web.site import Site
 
@@ -214,7 +214,12 @@ def mount(app: FastAPI, site: Site) -> FastAPI:
 
     # -- corpus and evaluation ---------------------------------------------------------------------------------
     def corpus(request: Request) -> Response:
-        return serve(request, lambda _conn: corpus_page(site), "corpus.html")
+        def data(_conn: Any) -> dict[str, Any]:
+            out = corpus_page(site)
+            if not request.url.path.startswith("/api/") and out["corpus"]:
+                out["chart"] = funnel_plot(out["corpus"]["funnel"])  # the report's funnel chart
+            return out
+        return serve(request, data, "corpus.html")
 
     router.add_api_route("/corpus", corpus, methods=["GET"], include_in_schema=False)
     router.add_api_route("/api/corpus", corpus, methods=["GET"])

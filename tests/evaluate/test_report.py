@@ -1,11 +1,11 @@
-"""The evaluation report: rendered from a real stored evaluation (offline policy models), self-contained HTML,
-escaped untrusted strings, byte-identical re-renders, the training progression and the corpus funnel."""
+"""The evaluation report: rendered from a real stored evaluation (offline policy models), self-contained HTML with
+inline SVG charts, escaped untrusted strings, byte-identical re-renders, the training progression, the corpus
+funnel and what happened in the episodes."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -60,16 +60,17 @@ class _Tags(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
-def _check_self_contained(text: str) -> list[str]:
-    """The ``src`` of every image; fails on any tag or attribute that would load or run something."""
+SVG_TAGS = {"svg", "text", "line", "polyline", "polygon", "circle", "rect", "path", "title"}
+
+
+def _check_self_contained(text: str) -> int:
+    """The number of inline charts; fails on any tag or attribute that would load or run something."""
     tags = _Tags(text).tags
     assert {t for t, _ in tags} <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p",
-                                    "table", "thead", "tbody", "tr", "th", "td", "img"}
+                                    "table", "thead", "tbody", "tr", "th", "td", "figure"} | SVG_TAGS
     for _, attrs in tags:
-        assert "href" not in attrs and not any(a.startswith("on") for a in attrs)
-    srcs = [a.get("src") or "" for t, a in tags if t == "img"]
-    assert all(s.startswith("data:image/png;base64,") for s in srcs)
-    return srcs
+        assert not ({"href", "src", "xlink:href", "xmlns"} & set(attrs)) and not any(a.startswith("on") for a in attrs)
+    return sum(1 for t, _ in tags if t == "svg")
 
 
 def _corpus(dir_: Path) -> Path:
@@ -112,11 +113,13 @@ def test_report_renders_from_the_stored_run(rendered) -> None:
     text = md.read_text(encoding="utf-8")
     assert "Table 1" in text and "Paired comparisons" in text
     assert "problems.jsonl" in text and "react" in text
-    for png in ("report_buckets.png", "report_passk.png"):
-        assert (md.parent / png).read_bytes().startswith(b"\x89PNG")
-        assert f"]({png})" in text
+    assert "Table 1: average success rate (ASR)" in text and "attack" not in text.lower()
+    for svg in ("report_buckets.svg", "report_passk.svg"):
+        chart = (md.parent / svg).read_text(encoding="utf-8")
+        assert chart.startswith('<svg xmlns="http://www.w3.org/2000/svg"') and chart.rstrip().endswith("</svg>")
+        assert f"]({svg})" in text
     assert "Training progression" not in text and "Corpus funnel" not in text
-    assert not (md.parent / "report_loss.png").exists()
+    assert not (md.parent / "report_loss.svg").exists()
 
 
 def test_table_has_one_row_per_model_with_asr_and_ci(rendered) -> None:
@@ -164,10 +167,9 @@ def test_an_evaluation_written_before_the_sign_test_still_renders(evaluated, tmp
 def test_html_is_self_contained(rendered) -> None:
     _, html, _ = rendered
     text = html.read_text(encoding="utf-8")
-    assert len(_check_self_contained(text)) == 2
+    assert _check_self_contained(text) == 2
     assert "http://" not in text and "https://" not in text
     assert "<script" not in text.lower() and "<link" not in text.lower()
-    assert text.count('src="data:image/png;base64,') == 2
     assert "<style>" in text
 
 
@@ -185,18 +187,20 @@ def test_untrusted_strings_are_escaped(evaluated, tmp_path: Path) -> None:
         text = path.read_text(encoding="utf-8")
         assert EVIL not in text and "<img src=https" not in text and "<b>set</b>" not in text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
-    assert len(_check_self_contained(html.read_text(encoding="utf-8"))) == 2
+    assert _check_self_contained(html.read_text(encoding="utf-8")) == 2
     assert "| $\\\\nope{$ &amp; \\| ]\\(x) |" in md.read_text(encoding="utf-8")  # no cell break, no link
+    for svg in md.parent.glob("report_*.svg"):  # the legends of the charts escape the labels too
+        chart = svg.read_text(encoding="utf-8")
+        assert EVIL not in chart and "&lt;script&gt;" in chart
 
 
-def test_without_matplotlib_the_report_has_no_plots(evaluated, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_charts_of_an_earlier_report_are_removed(evaluated, tmp_path: Path) -> None:
     out, _ = evaluated
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib → ImportError
-    md, html = write_report(_copy_eval(out, tmp_path / "noplot"))
-    assert "matplotlib is not installed" in md.read_text(encoding="utf-8")
-    assert "data:image" not in html.read_text(encoding="utf-8")
-    assert not list(md.parent.glob("report_*.png"))
+    dest = _copy_eval(out, tmp_path / "stale")
+    for name in ("report_loss.png", "report_passk.png", "report_funnel.svg"):
+        (dest / name).write_bytes(b"old")
+    write_report(dest)
+    assert sorted(p.name for p in dest.glob("report_*")) == ["report_buckets.svg", "report_passk.svg"]
 
 
 def test_rendering_twice_gives_identical_bytes(evaluated, tmp_path: Path) -> None:
@@ -205,11 +209,11 @@ def test_rendering_twice_gives_identical_bytes(evaluated, tmp_path: Path) -> Non
     corpus = _corpus(tmp_path / "corpus")
     train = _train(tmp_path / "train", corpus)
     first = [p.read_bytes() for p in write_report(dest, train_manifest=train)]
-    pngs = {p.name: p.read_bytes() for p in sorted(dest.glob("report_*.png"))}
+    charts = {p.name: p.read_bytes() for p in sorted(dest.glob("report_*.svg"))}
     second = [p.read_bytes() for p in write_report(dest, train_manifest=train)]
     assert first == second
-    assert pngs == {p.name: p.read_bytes() for p in sorted(dest.glob("report_*.png"))}
-    assert len(pngs) == 4
+    assert charts == {p.name: p.read_bytes() for p in sorted(dest.glob("report_*.svg"))}
+    assert len(charts) == 4
 
 
 def test_train_manifest_adds_the_progression(evaluated, tmp_path: Path) -> None:
@@ -221,10 +225,11 @@ def test_train_manifest_adds_the_progression(evaluated, tmp_path: Path) -> None:
     assert "Training progression" in text and "Corpus funnel" not in text
     assert "2.5000 → 1.6000" in text and "0.6900 → 0.5200" in text
     assert "1234567890ab" in text and "fedcba098765" in text and "reward_mean 0.25" in text
-    assert (dest / "report_loss.png").read_bytes().startswith(b"\x89PNG")
-    assert html.read_text(encoding="utf-8").count("data:image/png;base64,") == 3
+    loss = (dest / "report_loss.svg").read_text(encoding="utf-8")
+    assert loss.count("<polyline") == 2 and ">sft</text>" in loss and ">kto</text>" in loss
+    assert _check_self_contained(html.read_text(encoding="utf-8")) == 3
     write_report(dest)  # a later report without the manifest drops the stale plot
-    assert not (dest / "report_loss.png").exists()
+    assert not (dest / "report_loss.svg").exists()
 
 
 def test_corpus_manifest_adds_the_funnel(evaluated, tmp_path: Path) -> None:
@@ -232,12 +237,13 @@ def test_corpus_manifest_adds_the_funnel(evaluated, tmp_path: Path) -> None:
     dest = _copy_eval(out, tmp_path / "c")
     corpus = _corpus(tmp_path / "corpus")
     md, html = write_report(dest, corpus_manifest=corpus)
-    assert html.read_text(encoding="utf-8").count("data:image/png;base64,") == 3
+    assert _check_self_contained(html.read_text(encoding="utf-8")) == 3
     text = md.read_text(encoding="utf-8")
     assert "Corpus funnel" in text and "Training progression" not in text
     assert "| judge | 100 | 60 | 40 | judge_below 40 |" in text
     assert "duplicate 30, ranked_out 10" in text
-    assert (dest / "report_funnel.png").is_file()
+    funnel = (dest / "report_funnel.svg").read_text(encoding="utf-8")
+    assert funnel.count("<rect") == 6 and "rejected: judge_below" in funnel  # kept ×3, judge_below, 2 reasons
     # by default the corpus comes from the training manifest's `corpus`
     md, _ = write_report(dest, train_manifest=_train(tmp_path / "train", corpus))
     assert "Corpus funnel" in md.read_text(encoding="utf-8")
@@ -267,3 +273,32 @@ def test_missing_or_malformed_inputs(evaluated, tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         write_report(dest, corpus_manifest=tmp_path / "no-corpus")
     assert not (dest / "report.md").exists()  # nothing written when an input is bad
+
+
+def test_what_happened_in_the_episodes(rendered, evaluated, tmp_path: Path) -> None:
+    md, _, body = rendered
+    text = md.read_text(encoding="utf-8")
+    assert "What happened in the episodes" in text
+    for label, m in body["models"].items():
+        d = m["diagnostics"]
+        assert f"| {label} | {d['episodes']} | {d['finished']} | {d['timed_out']} | {d['failed']} | – |" in text
+        per = d["per_episode"]
+        assert (f"| {label} | {per['inference_calls']:.2f} | {d['totals']['inference_failed']} | "
+                f"{per['turns']:.2f} | {per['tool_calls']:.2f} |") in text
+        assert f"| {d['think_then_stop']} | {d['gt_retrieved']} / {d['gt_recommended']} |" in text
+    assert "the baseline is expert" in text
+    # a model whose every episode failed on its backend is said so; an evaluation without diagnostics renders
+    out, _ = evaluated
+    dead = json.loads(json.dumps(body))
+    d = dead["models"]["policy-random"]["diagnostics"]
+    d.update(failed=d["episodes"], finished=0, failed_by_reason={"BackendError": d["episodes"]},
+             failure_examples={"BackendError": "answered 500"}, all_failed_on_backend=True)
+    text = write_report(_copy_eval(out, tmp_path / "dead", dead))[0].read_text(encoding="utf-8")
+    assert f"BackendError {d['episodes']} (answered 500)" in text
+    assert "Every episode of policy-random failed on its model backend" in text
+    old = json.loads(json.dumps(body))
+    for m in old["models"].values():
+        del m["diagnostics"]
+    del old["baseline"]
+    text = write_report(_copy_eval(out, tmp_path / "old", old))[0].read_text(encoding="utf-8")
+    assert "What happened in the episodes" not in text and "the baseline is expert" in text

@@ -289,6 +289,12 @@ def test_corpus_funnel_and_embedded_report(world: dict[str, Any], tmp_path: Any)
         assert body["reports"][0]["name"] == "run1"
         page = c.get("/corpus").text
         assert "&lt;b&gt;bad&lt;/b&gt;" in page and '<iframe class="report" src="/reports/0" sandbox' in page
+        # the funnel chart is the evaluation report's own (one SVG drawing), its labels escaped
+        from shoparena.evaluate.report.sections import funnel_chart
+
+        chart = funnel_chart([{"stage": "structural", "kept": 7, "rejected": {"no_tool_call": 2, "<b>bad</b>": 1}}])
+        assert chart in page and "<b>bad</b>" not in chart and "rejected: &lt;b&gt;bad&lt;/b&gt;" in chart
+        assert "chart" not in body
         report = c.get("/reports/0")
         assert report.status_code == 200 and report.headers["content-security-policy"].startswith("sandbox")
         assert c.get("/reports/1").status_code == 404 and c.get("/reports/x").status_code == 422
