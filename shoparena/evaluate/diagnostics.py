@@ -64,10 +64,11 @@ def _text(completion: Mapping[str, Any]) -> str:
 
 def is_think_then_stop(completion: Mapping[str, Any]) -> bool:
     """A think-then-stop turn: a completion (a ``calls.jsonl`` inference record answered 200) that emitted no tool
-    call while its reasoning or text states a recommendation decision (:func:`states_decision`). The decision is
+    call, and lost none to the parser (no ``parse_notes``: a malformed call is an attempt, counted under parse
+    notes), while its reasoning or text states a recommendation decision (:func:`states_decision`). The decision is
     made in words and never made: the turn ends, no ``recommend_product`` is called."""
-    return completion.get("status") == 200 and not completion.get("tool_calls") and states_decision(
-        _text(completion))
+    return (completion.get("status") == 200 and not completion.get("tool_calls")
+            and not completion.get("parse_notes") and states_decision(_text(completion)))
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")

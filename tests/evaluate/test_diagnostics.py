@@ -61,7 +61,7 @@ CALLS = [
     _search("p1", 0, ["X", "G1"]),
     _inference("p1", 0, reasoning="Recommending G1. 'title G1' looks right."),  # think-then-stop
     _inference("p1", 0, tools=["recommend_product"], reasoning="I will recommend G1."),  # the call: not counted
-    _inference("p1", 1, reasoning="Hmm, the price is too high.",
+    _inference("p1", 1, reasoning="Hmm, the price is too high. I will recommend X.",  # parse notes: not counted
                notes=["malformed <tool_call> JSON: Expecting value: line 1", "unknown tool 'buy' skipped"]),
     _inference("p1", 1, content="<think>I'll recommend 123 then.</think>"),  # think-then-stop in the text
     _search("p1", 1, ["Y"]),
@@ -146,6 +146,8 @@ def test_think_then_stop_needs_an_answered_turn_without_a_call() -> None:
     assert not is_think_then_stop(_inference("p", 0, reasoning="Recommending 1.", tools=["recommend_product"]))
     assert not is_think_then_stop(_inference("p", 0, reasoning="Recommending 1.", status=502))
     assert not is_think_then_stop(_inference("p", 0, reasoning="Looking at the results."))
+    # a call the parser dropped is an attempt, counted under parse notes, not a decision left unmade
+    assert not is_think_then_stop(_inference("p", 0, content="<tool_call>{recommend_product", notes=["unclosed"]))
 
 
 def test_note_kinds_drop_the_particulars() -> None:
