@@ -105,6 +105,8 @@ def evaluate(
                         concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
                         problem_set=source, judges=judges, judge_gate=judge_gate, baseline=baseline)
     config.baseline_label()  # an unknown label: exit 2 before anything runs
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file", hint="pass a directory (evaluation.json, models/, the report)")
     out.mkdir(parents=True, exist_ok=True)
     log_file = out / "evaluate.log"
     total = len(config.models) * len(loaded) * n
