@@ -161,12 +161,16 @@ def test_harness_stages_need_a_catalog(train_world: TrainWorld, tmp_path: Path) 
 
 
 def test_cli_tiny_sft_writes_a_manifest_and_resume_skips(train_world: TrainWorld, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
     from shoparena.cli import main
 
     out = tmp_path / "run"
-    main(["train", "tiny", "--corpus", str(train_world.corpus), "--out", str(out), "--stages", "sft", "--json"])
-    printed = json.loads(capsys.readouterr().out)
+    main(["train", "tiny", "--corpus", str(train_world.corpus), "--out", str(out), "--stages", "sft", "--json",
+          "--verbose"])
+    console = capfd.readouterr()
+    printed = json.loads(console.out)  # stdout is the manifest alone, --verbose or not
+    assert re.search(r"shoparena\.train: sft step 6 \{.*\"loss\": ", console.err)  # --verbose: the logs, live
+    assert not (out / "train.log").exists()
     manifest = json.loads((out / "manifest.json").read_text())
     assert printed == manifest and manifest["complete"] and manifest["stages_requested"] == ["sft"]
     corpus_manifest = json.loads((train_world.corpus / "manifest.json").read_text())
@@ -179,7 +183,7 @@ def test_cli_tiny_sft_writes_a_manifest_and_resume_skips(train_world: TrainWorld
 
     main(["train", "tiny", "--corpus", str(train_world.corpus), "--out", str(out), "--stages", "sft", "--resume",
           "--json"])
-    again = json.loads(capsys.readouterr().out)
+    again = json.loads(capfd.readouterr().out)
     assert again["skipped"] == ["sft"] and again["checkpoints"] == manifest["checkpoints"]
 
 
