@@ -128,6 +128,8 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str = "", y_lab
         x0, x1 = x0 - 1, x1 + 1
     if y1 == y0:
         y0, y1 = y0 - 1, y1 + 1
+    if x_ticks:
+        pad_r = max(pad_r, int(_CHAR_W * len(str(x_ticks[-1][1])) / 2) + 4)
     if y_range is None:  # fitted: widened to whole steps
         step = _step(y1 - y0)
         y0, y1 = math.floor(y0 / step) * step, math.ceil(y1 / step) * step
