@@ -130,9 +130,11 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str = "", y_lab
         y0, y1 = y0 - 1, y1 + 1
     if x_ticks:
         pad_r = max(pad_r, int(_CHAR_W * len(str(x_ticks[-1][1])) / 2) + 4)
-    if y_range is None:  # fitted: widened to whole steps
+    y_ticks = _ticks(y0, y1)
+    if y_range is None:  # fitted: widened to whole steps, a tick at each
         step = _step(y1 - y0)
         y0, y1 = math.floor(y0 / step) * step, math.ceil(y1 / step) * step
+        y_ticks = [round(y0 + i * step, 10) for i in range(round((y1 - y0) / step) + 1)]
     right, bottom = width - pad_r, height - pad_b
 
     def sx(x: float) -> float:
@@ -142,7 +144,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str = "", y_lab
         return bottom - (min(max(y, y0), y1) - y0) / (y1 - y0) * (bottom - pad_t)
 
     out = _open(width, total_h, title, standalone)
-    for t in _ticks(y0, y1) if y_range is not None else _nice_ticks(y0, y1):
+    for t in y_ticks:
         out.append(f'<line x1="{_n(pad_l)}" y1="{_n(sy(t))}" x2="{_n(right)}" y2="{_n(sy(t))}" stroke="#eee"/>'
                    f'<text x="{_n(pad_l - 6)}" y="{_n(sy(t) + 4)}" text-anchor="end" fill="#555">'
                    f'{_e(_tick_label(t, y1 - y0))}</text>')
