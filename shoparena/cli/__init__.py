@@ -35,6 +35,7 @@ from shoparena.cli import evaluate as evaluate_cli
 from shoparena.cli import judge as judge_cli
 from shoparena.cli import loop as loop_cli
 from shoparena.cli import models as models_cli
+from shoparena.cli import reproduce as reproduce_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli import web as web_cli
 from shoparena.cli._common import print_error
@@ -55,6 +56,7 @@ app.add_typer(arena.app, name="arena")
 app.add_typer(corpus.app, name="corpus")
 app.add_typer(models_cli.app, name="models")
 app.add_typer(judge_cli.app, name="judge")
+app.add_typer(reproduce_cli.app, name="reproduce")
 app.command("serve")(llm.serve)
 app.command("run")(run.run)
 app.command("validate")(validate.validate)
