@@ -98,6 +98,7 @@ def _quiet_run(out: Path, *, verbose: bool) -> Iterator[None]:
     from shoparena.train.trainer import LOGGER
 
     log_file = out / LOG_FILE
+    fresh = not out.exists()
     logger = logging.getLogger(LOGGER)
     saved = (logger.level, logger.propagate)
     with contextlib.ExitStack() as stack:
@@ -117,4 +118,21 @@ def _quiet_run(out: Path, *, verbose: bool) -> Iterator[None]:
         stack.callback(lambda: (logger.setLevel(saved[0]), setattr(logger, "propagate", saved[1])))
         stack.enter_context(library_output(None if verbose else log_file, verbose=verbose))
         stack.enter_context(contextlib.redirect_stdout(sink))  # what a library prints never reaches stdout
-        yield
+        try:
+            yield
+        except BaseException:
+            stack.close()
+            _drop_if_empty(out, fresh)
+            raise
+
+
+def _drop_if_empty(out: Path, fresh: bool) -> None:
+    """A run refused before any work (no corpus, no catalog, a missing extra) leaves no directory behind that it
+    created: only an empty ``train.log`` would be in it."""
+    if not fresh or not out.is_dir():
+        return
+    entries = list(out.iterdir())
+    if all(e.name == LOG_FILE and e.is_file() and e.stat().st_size == 0 for e in entries):
+        for e in entries:
+            e.unlink()
+        out.rmdir()

@@ -138,6 +138,19 @@ def test_cli_refuses_a_bad_stage_section_before_any_stage_runs(tmp_path: Path, s
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
+def test_cli_run_refused_before_any_work_leaves_no_directory(train_world: TrainWorld, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from shoparena.cli import main
+
+    for args, code in ((["--corpus", str(tmp_path / "missing")], 4),
+                       (["--corpus", str(train_world.corpus), "--stages", "sft,rs"], 2)):  # rs needs --catalog
+        out = tmp_path / f"out{code}"
+        with pytest.raises(SystemExit) as info:
+            main(["train", "tiny", *args, "--out", str(out)])
+        assert info.value.code == code and capsys.readouterr().err.startswith("error:")
+        assert not out.exists()
+
+
 def test_yaml_exponents_without_a_dot_are_numbers(tmp_path: Path) -> None:
     path = tmp_path / "r.yaml"
     path.write_text("name: x\nsft: {learning_rate: 3e-4}\nkto: {learning_rate: 5.0e-6, beta: 2E-2}\n")
