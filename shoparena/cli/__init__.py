@@ -2,7 +2,8 @@
 
 Each command parses its options, makes one library call and renders the result. Library errors
 (:class:`shoparena.errors.ShopArenaError`), usage errors and bad files are printed as one ``error:`` line (plus a
-hint) without a traceback and exit with their stable code (the table is in the README).
+hint) without a traceback and exit with their stable code (the table is in the README). A module of an optional
+extra that is not installed is a usage error naming the extra to install (:mod:`shoparena.cli._extras`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from shoparena.cli import reproduce as reproduce_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli import web as web_cli
 from shoparena.cli._common import print_error
+from shoparena.cli._extras import missing_extra, needs_extra
 from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
 app = typer.Typer(
@@ -64,7 +66,7 @@ app.command("submit")(submit.submit)
 app.command("search")(search.search)
 app.command("score")(score.score)
 app.command("demo")(demo.demo)
-app.command("train")(train.train)
+app.command("train")(needs_extra("train", "train")(train.train))
 app.command("evaluate")(evaluate_cli.evaluate)
 app.command("loop")(loop_cli.loop)
 app.command("web")(web_cli.web)
@@ -124,11 +126,13 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs one command and turns every outcome into one exit code.
 
     A command's returned int (or ``typer.Exit``) is the exit code; library errors and usage errors print one
-    ``error:`` line (plus a hint) without a traceback; anything unexpected is an internal error (exit 70) whose
-    traceback ``SHOPARENA_DEBUG=1`` shows. Exit codes are listed in the README.
+    ``error:`` line (plus a hint) without a traceback; a missing optional extra is exit 2 naming it; anything
+    unexpected is an internal error (exit 70) whose traceback ``SHOPARENA_DEBUG=1`` shows. Exit codes are listed
+    in the README.
     """
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = app(args=argv, prog_name="shoparena", standalone_mode=False)
+        rv = app(args=args, prog_name="shoparena", standalone_mode=False)
     except ShopArenaError as exc:
         _fail(exc.message, exc.hint, exc.exit_code)
     except _CLICK_ERRORS as exc:
@@ -157,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(1)
         _fail(*_os_error(exc))
     except Exception as exc:
+        if (needs := missing_extra(exc, _command_path(args))) is not None:
+            _fail(needs.message, needs.hint, needs.exit_code)
         if os.environ.get("SHOPARENA_DEBUG"):
             raise
         if _is_transport_error(exc):
@@ -169,6 +175,19 @@ def main(argv: list[str] | None = None) -> None:
               "this is a bug; rerun with SHOPARENA_DEBUG=1 for the traceback and report it", EXIT_INTERNAL)
     if isinstance(rv, int) and not isinstance(rv, bool):
         sys.exit(rv)
+
+
+def _command_path(args: list[str]) -> str:
+    """The command ``args`` name, as typed after ``shoparena`` (``"train"``, ``"models prepare"``)."""
+    command = typer.main.get_command(app)
+    path: list[str] = []
+    for arg in args:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        path.append(arg)
+        command = sub
+    return " ".join(path)
 
 
 def _is_transport_error(exc: Exception) -> bool:

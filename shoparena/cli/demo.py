@@ -4,7 +4,9 @@ It builds a synthetic catalog and a problem set, runs a few searches, scores han
 through the real episode runner and tools, scored from the written rollout file in both scorer modes), runs
 built-in agents with offline policy models through the logging gateway, and finally evaluates two of them like a
 validator (sandbox → rule score → judge → append-only trajectory records). Every artefact lands in ``--out`` so
-each step can be repeated with its own command.
+each step can be repeated with its own command. The console shows each step's tables; library warnings, the
+trainers' per-step logs and whatever the libraries print go to ``OUT/demo.log`` (``--verbose``: on the console
+too). The demo trains a model, so it needs the ``train`` extra and says so before it starts.
 """
 
 from __future__ import annotations
@@ -159,9 +161,6 @@ def _corpus(out: Path) -> None:
 
 
 def _train(out: Path, seed: int) -> None:
-    import contextlib
-    import sys
-
     from shoparena.train.recipe import load_recipe, run_recipe
 
     arena, corpus = out / "arena", out / "corpus"
@@ -169,8 +168,7 @@ def _train(out: Path, seed: int) -> None:
                   "SFT → KTO → Dr. GRPO (a from-scratch tiny Qwen3: plumbing, not quality; the real base is "
                   "SmolLM2-135M, recipe cpu-mini)")
     recipe, text = load_recipe("tiny")
-    with contextlib.redirect_stdout(sys.stderr):  # trainers print their log dicts
-        manifest = run_recipe(recipe, corpus, out / "train", catalog_dir=arena / "catalog", recipe_text=text)
+    manifest = run_recipe(recipe, corpus, out / "train", catalog_dir=arena / "catalog", recipe_text=text)
     table = Table(title=f"9. train tiny → {out / 'train'}", title_justify="left")
     for col in ("stage", "steps", "loss first → last", "seconds", "checkpoint"):
         table.add_column(col, justify="left" if col in ("stage", "checkpoint") else "right")
@@ -207,17 +205,31 @@ def demo(
     size: Annotated[int, typer.Option("--size", min=200, help="Synthetic catalog size.")] = 5000,
     n_problems: Annotated[int, typer.Option("--problems", min=3, help="Problems to generate.")] = 30,
     seed: Annotated[int, typer.Option("--seed", help="Seed for catalog and problems.")] = 0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library warnings and trainer logs on the "
+                                                                  "console too (they always go to OUT/demo.log).")]
+    = False,
 ) -> None:
-    """Run the embedded-default pipeline: catalog → problems → search → run → score."""
+    """Run the embedded-default pipeline: catalog → problems → search → agents → validator → arena → corpus →
+    training → evaluation, and the trained model raced in the arena."""
+    from shoparena.cli._extras import require_extra
+    from shoparena.cli._output import library_output
+
+    require_extra("train", "demo")  # steps 9-10 train and evaluate a model: say so before step 1
+    t_start = time.perf_counter()
+    console.print(Panel.fit("[bold]shoparena demo[/] — embedded default: synthetic catalog, offline, no keys",
+                            border_style="cyan"))
+    log = out / "demo.log"
+    with library_output(log, verbose=verbose):
+        _demo(out, size, n_problems, seed)
+    console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s  [dim](library output: {log})[/]")
+
+
+def _demo(out: Path, size: int, n_problems: int, seed: int) -> None:
     from shoparena._io import write_jsonl
     from shoparena.catalog import SearchService, create_catalog, generate_catalog
     from shoparena.env import run_episode
     from shoparena.scoring.run import ScoreConfig, score_run
     from shoparena.tasks import dump_problems, generate_problems, problem_stats
-
-    t_start = time.perf_counter()
-    console.print(Panel.fit("[bold]shoparena demo[/] — embedded default: synthetic catalog, offline, no keys",
-                            border_style="cyan"))
 
     # 1. catalog
     t0 = time.perf_counter()
@@ -308,4 +320,3 @@ def demo(
 
     # 10. the loop closes: held-out evaluation + report, then the trained model served and raced as a new miner
     _loop(out, seed)
-    console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s")

@@ -1,5 +1,8 @@
 """``shoparena loop``: arena days → corpus → training → held-out evaluation → the trained model served and raced
-as a new miner (:mod:`shoparena.evaluate.loop`)."""
+as a new miner (:mod:`shoparena.evaluate.loop`).
+
+The console shows the loop's steps and its result table; library warnings, the trainers' per-step logs and
+whatever the libraries print go to ``OUT/loop.log`` (``--verbose`` shows them on the console too)."""
 
 from __future__ import annotations
 
@@ -29,17 +32,26 @@ def loop(
     sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap (default) or process (not isolated).")]
     = "bubblewrap",
     as_json: Annotated[bool, typer.Option("--json", help="Print loop.json.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library warnings and trainer logs on the "
+                                                                  "console too (they always go to OUT/loop.log).")]
+    = False,
 ) -> None:
     """Close the loop offline: simulated arena days, their corpus, a training run, the trained model evaluated on
     held-out problems beside its base, then served and entered into the arena as a new miner for more days."""
+    from shoparena.cli._extras import require_extra
+    from shoparena.cli._output import library_output
     from shoparena.evaluate.loop import LoopConfig, render_loop, run_loop
 
+    require_extra("train", "loop")  # the loop trains: say so before any simulated day
+    if serve == "llamacpp":
+        require_extra("llamacpp", "loop")
     cfg = LoopConfig(out=str(out), days=days, race_days=race_days, recipe=recipe, seed=seed, miners=miners,
                      validators=validators, eval_per_bucket=per_bucket, eval_samples=n, serve=serve,  # type: ignore[arg-type]
                      sandbox=sandbox)
-    body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
+    with library_output(out / "loop.log", verbose=verbose):
+        body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
     if as_json:
         print_json(body)
         return
     console.print(render_loop(body))
-    console.print(f"[dim]→ {out}/loop.json, {out}/loop.md, report: {out}/eval/report.html[/]")
+    console.print(f"[dim]→ {out}/loop.json, {out}/loop.md, report: {out}/eval/report.html, log: {out}/loop.log[/]")

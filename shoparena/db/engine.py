@@ -61,8 +61,8 @@ def make_engine(url: str) -> Engine:
         try:
             import psycopg  # noqa: F401
         except ImportError as exc:
-            raise ConfigError("a postgresql:// store needs the psycopg 3 driver",
-                              hint="pip install 'psycopg[binary]>=3.1' (or shoparena[scale])") from exc
+            raise ConfigError("a postgresql:// store needs the 'pg' extra (the psycopg 3 driver is not installed)",
+                              hint="pip install 'shoparena[pg]'") from exc
         engine = create_engine(u, insertmanyvalues_page_size=500)
         _fork_safe(engine)
         return engine

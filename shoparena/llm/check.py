@@ -4,13 +4,15 @@ A run or an evaluation whose model cannot answer would otherwise start every pro
 refused by the gateway, and report each problem as an agent outcome. :func:`check_model` resolves the URI the way
 the gateway will (:func:`~shoparena.llm.types.get_backend`) and, where that is cheap, probes it: an unknown
 scheme or offline policy is a :class:`~shoparena.errors.ConfigError` with the closest valid name, an ``hf:``
-directory without ``config.json`` a :class:`~shoparena.errors.NotFoundError` (the weights are not loaded here), an
+directory without ``config.json`` a :class:`~shoparena.errors.NotFoundError` (the weights are not loaded here) and
+one whose backend's packages are not installed a :class:`~shoparena.errors.ConfigError` naming the extra, an
 ``openai:`` server that does not accept a TCP connection within ``timeout_s`` a
 :class:`~shoparena.errors.BackendError`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +21,12 @@ from urllib.parse import urlsplit
 from shoparena.errors import BackendError, ConfigError, NotFoundError
 
 __all__ = ["check_model", "check_models"]
+
+#: The modules a local-checkpoint backend imports, with the extra that installs each (pyproject.toml).
+_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "hf": (("torch", "hf"), ("transformers", "hf")),
+    "llamacpp": (("llama_cpp", "llamacpp"), ("transformers", "hf")),
+}
 
 
 def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
@@ -29,6 +37,10 @@ def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
         if not (path / "config.json").is_file():
             raise NotFoundError(f"model {uri!r}: no transformers model at {path} (config.json missing)",
                                 hint=f"{scheme}: takes a local model directory")
+        for module, extra in _NEEDS[scheme]:
+            if importlib.util.find_spec(module) is None:
+                raise ConfigError(f"model {uri!r} needs the {extra!r} extra (No module named {module!r})",
+                                  hint=f"pip install 'shoparena[{extra}]'")
         return
     if sep and scheme == "openai":
         from shoparena.llm.openai_backend import parse_openai_uri

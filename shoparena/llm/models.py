@@ -110,8 +110,8 @@ def prepare_gguf(spec: ModelSpec, out_dir: str | os.PathLike[str], *, force: boo
     out = Path(out_dir).expanduser().absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ConfigError(f"{out} exists and is not empty", hint="choose another --out or pass --force")
+    torch, transformers = _import_train_stack()  # the extra before the wheel: the wheel alone would not do
     gguf = spec.locate()
-    torch, transformers = _import_train_stack()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
