@@ -1,4 +1,4 @@
-"""Judge reliability (issue 13): stored trajectories judged again by a panel, agreement, and race-winner sensitivity.
+"""Judge reliability (docs/judge-audit.md): stored trajectories judged again by a panel, agreement, and race-winner sensitivity.
 
 :func:`audit_judges` draws a seeded sample of stored records (``SUCCESS`` envelopes with steps, the records a
 validator judges, docs/arena.md §7.1): the ids of every ``SUCCESS`` record, sorted, shuffled by ``random.Random(seed)``,

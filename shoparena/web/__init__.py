@@ -1,4 +1,4 @@
-"""The arena on the web (issue 12): read-only, server-rendered pages and their JSON under ``/api/…``.
+"""The arena on the web (docs/web.md): read-only, server-rendered pages and their JSON under ``/api/…``.
 
 ``site.py`` owns the read source (database, corpus and reports directories, clock); ``board.py`` the leaderboard;
 ``records.py`` record search and lookup; ``trace.py`` the trajectory viewer's data (steps, rule check, judge spans,

@@ -1,5 +1,5 @@
 """``shoparena loop`` end to end at toy size: arena day → corpus → tiny training → held-out evaluation → the
-trained model served over the OpenAI API on loopback and raced as a new miner (issue 11, "The whole loop")."""
+trained model served over the OpenAI API on loopback and raced as a new miner: the loop back into the arena."""
 
 from __future__ import annotations
 
