@@ -135,3 +135,21 @@ def test_the_matrix_smoke_figures_are_the_measured_ones() -> None:
     smoke = load_matrix().profiles["smoke"]
     assert {(c.model, c.partition) for c in smoke.conditions} >= {
         (m, p) for m in ("base", "stage1", "chain", "expert") for p in ("eval", "never_touch")}
+
+
+def test_an_interrupted_evaluation_continues_and_keeps_its_finished_runs(smoke) -> None:
+    """In place (the last test of the module: it leaves the run finished again): the evaluated models are named
+    by their absolute paths, so a copy elsewhere would be a different evaluation."""
+    from shoparena.evaluate.reproduce.pipeline import _read_record, _write_record
+
+    out, _ = smoke
+    # as a kill during the never_touch step leaves it: its record unfinished, one model's run not there yet
+    record = _read_record(out, "never_touch")
+    _write_record(out, record.model_copy(update={"finished": False, "outputs": {}}))
+    shutil.rmtree(out / "never_touch" / "models" / "grpo")
+    kept = (out / "never_touch" / "models" / "base" / "scores.jsonl").stat().st_mtime_ns
+    body = run_table1(Table1Config(profile="smoke", out=str(out), resume=True))
+    assert body["ran"][0] == "never_touch" and set(body["ran"]) <= {"never_touch", "results"}
+    assert (out / "never_touch" / "models" / "grpo" / "scores.jsonl").is_file()
+    assert (out / "never_touch" / "models" / "base" / "scores.jsonl").stat().st_mtime_ns == kept
+    assert _read_record(out, "never_touch").finished

@@ -65,6 +65,7 @@ def partition_results(eval_dir: Path, evaluation: Mapping[str, Any], roles: Mapp
             "by_bucket": {b: {"asr": v["asr"], "ci": v["ci"]} for b, v in m["by_bucket"].items()},
             "pass@k": m["pass@k"], "pass^k": m["pass^k"], "gt_rate": m["gt_rate"],
             "episodes": sum(statuses.values()), "statuses": statuses, "seconds": m.get("seconds"),
+            "diagnostics": m.get("diagnostics"),  # what happened in the episodes (docs/evaluate.md)
         }
         rates[label] = per_problem_rates(eval_dir / "models" / label, ids)
     comparisons: dict[str, dict[str, Any]] = {}
@@ -106,17 +107,17 @@ def render_results(body: Mapping[str, Any]) -> str:
         k = ks[-1]
         lines += [f"## {part}: {block['problems']} problems × {block['samples']} samples "
                   f"(T {block['temperature']}, {block['timeout_s']:g} s an episode; {block['problem_set']})", "",
-                  f"| model | ASR [95 % CI] | {' | '.join(ASR_BUCKETS)} | pass@{k} | finished / episodes | "
+                  f"| model | ASR [95 % CI] | {' | '.join(ASR_BUCKETS)} | pass@{k} | finished / timed out / episodes | "
                   "vs base | vs stage 1 |",
                   "|---|---|" + "---:|" * len(ASR_BUCKETS) + "---:|---:|---|---|"]
         for label, m in block["models"].items():
             role = names.get(label)
             shown = f"{label} ({role})" if role and role != label else label
             buckets = [f"{m['by_bucket'][b]['asr']:.3f}" if b in m["by_bucket"] else "–" for b in ASR_BUCKETS]
-            finished = m["statuses"].get("SUCCESS", 0)
+            finished, timed_out = m["statuses"].get("SUCCESS", 0), m["statuses"].get("TIMED_OUT", 0)
             vs = block["comparisons"]
             lines.append(f"| {shown} | {_ci(m['asr'], m['ci'])} | {' | '.join(buckets)} | {m['pass@k'][k]:.3f} | "
-                         f"{finished} / {m['episodes']} | {_cmp(vs.get('vs_base', {}).get(label))} | "
+                         f"{finished} / {timed_out} / {m['episodes']} | {_cmp(vs.get('vs_base', {}).get(label))} | "
                          f"{_cmp(vs.get('vs_stage1', {}).get(label))} |")
         lines.append("")
     lines += ["Steps and wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in body["timings_s"].items())
