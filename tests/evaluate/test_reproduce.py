@@ -40,6 +40,7 @@ def test_the_whole_pipeline_runs_and_writes_table1(smoke) -> None:
     assert body["ran"] == list(STEPS)
     for path in ("reproduce.json", "arena/subnet.db", "arena/banks/manifest.json", "corpus/manifest.json",
                  "base/config.json", "train/manifest.json", "eval/evaluation.json", "never_touch/evaluation.json",
+                 "eval/report.md", "never_touch/report.html",
                  "results.json", "results.md", *(f"steps/{s}.json" for s in STEPS)):
         assert (out / path).is_file(), path
     results = json.loads((out / "results.json").read_text())

@@ -363,6 +363,9 @@ class _Run:
             self.say(f"{partition}: {', '.join(labels)} on {len(problems)} problems × {e.samples}")
             body = evaluate_models(self.root / "arena" / "catalog", problems, config, self.root / out, resume=True,
                                    progress=lambda m: self.say(f"  {partition}: {m}"))
+            from shoparena.evaluate.report import write_report
+
+            write_report(self.root / out, train_manifest=self.root / "train")  # the partition's full report
             runs = [f"{out}/models/{label}/scores.jsonl" for label in labels]
             return [f"{out}/evaluation.json", *runs], {"labels": labels, "problems": body["problems"]["n"]}
 
