@@ -6,7 +6,7 @@ underneath (transformers, TRL, datasets, torch, accelerate, peft, the HTTP clien
 printing (a trainer's log dicts, tqdm bars). Inside ``library_output`` all of that goes to the run's log file —
 warnings a library emits while it is being imported inside the block included — and the trainers' per-step logs
 (the ``shoparena.train`` logger) are kept there too. ``--verbose`` shows the same records on the console as they
-happen (and still keeps them in the log file), and leaves the libraries' own printing on the console.
+happen and leaves the libraries' own printing there (commands then pass no log file).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class _LogStream(io.TextIOBase):
 @contextlib.contextmanager
 def library_output(log_file: Path | None, *, verbose: bool = False) -> Iterator[Path | None]:
     """Route library warnings, log records and printing to ``log_file`` (appended; ``None``: dropped); with
-    ``verbose`` the warnings and records also show on the console and the libraries' printing stays there.
+    ``verbose`` the warnings and records show on the console (and in ``log_file`` when one is given) and the
+    libraries' printing stays there.
 
     Yields ``log_file``. The two consoles of :mod:`shoparena.cli._common` keep writing to the real terminal, so
     the command's own progress bars and tables show as usual. Everything is put back as it was on exit (logger

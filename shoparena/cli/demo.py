@@ -6,7 +6,7 @@ built-in agents with offline policy models through the logging gateway, and fina
 validator (sandbox → rule score → judge → append-only trajectory records). Every artefact lands in ``--out`` so
 each step can be repeated with its own command. The console shows each step's tables; library warnings, the
 trainers' per-step logs and whatever the libraries print go to ``OUT/demo.log`` (``--verbose``: on the console
-too). The demo trains a model, so it needs the ``train`` extra and says so before it starts.
+instead). The demo trains a model, so it needs the ``train`` extra and says so before it starts.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def demo(
     n_problems: Annotated[int, typer.Option("--problems", min=3, help="Problems to generate.")] = 30,
     seed: Annotated[int, typer.Option("--seed", help="Seed for catalog and problems.")] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library warnings and trainer logs on the "
-                                                                  "console too (they always go to OUT/demo.log).")]
+                                                                  "console as they come instead of in OUT/demo.log.")]
     = False,
 ) -> None:
     """Run the embedded-default pipeline: catalog → problems → search → agents → validator → arena → corpus →
@@ -219,9 +219,10 @@ def demo(
     console.print(Panel.fit("[bold]shoparena demo[/] — embedded default: synthetic catalog, offline, no keys",
                             border_style="cyan"))
     log = out / "demo.log"
-    with library_output(log, verbose=verbose):
+    with library_output(None if verbose else log, verbose=verbose):
         _demo(out, size, n_problems, seed)
-    console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s  [dim](library output: {log})[/]")
+    console.print(f"[green]done[/] in {time.perf_counter() - t_start:.1f} s"
+                  + ("" if verbose else f"  [dim](library warnings and trainer logs: {log})[/]"))
 
 
 def _demo(out: Path, size: int, n_problems: int, seed: int) -> None:

@@ -2,7 +2,7 @@
 as a new miner (:mod:`shoparena.evaluate.loop`).
 
 The console shows the loop's steps and its result table; library warnings, the trainers' per-step logs and
-whatever the libraries print go to ``OUT/loop.log`` (``--verbose`` shows them on the console too)."""
+whatever the libraries print go to ``OUT/loop.log`` (``--verbose``: on the console instead)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def loop(
     = "bubblewrap",
     as_json: Annotated[bool, typer.Option("--json", help="Print loop.json.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library warnings and trainer logs on the "
-                                                                  "console too (they always go to OUT/loop.log).")]
+                                                                  "console as they come instead of in OUT/loop.log.")]
     = False,
 ) -> None:
     """Close the loop offline: simulated arena days, their corpus, a training run, the trained model evaluated on
@@ -48,10 +48,11 @@ def loop(
     cfg = LoopConfig(out=str(out), days=days, race_days=race_days, recipe=recipe, seed=seed, miners=miners,
                      validators=validators, eval_per_bucket=per_bucket, eval_samples=n, serve=serve,  # type: ignore[arg-type]
                      sandbox=sandbox)
-    with library_output(out / "loop.log", verbose=verbose):
+    with library_output(None if verbose else out / "loop.log", verbose=verbose):
         body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
     if as_json:
         print_json(body)
         return
     console.print(render_loop(body))
-    console.print(f"[dim]→ {out}/loop.json, {out}/loop.md, report: {out}/eval/report.html, log: {out}/loop.log[/]")
+    log = "" if verbose else f", library warnings and trainer logs: {out}/loop.log"
+    console.print(f"[dim]→ {out}/loop.json, {out}/loop.md, report: {out}/eval/report.html{log}[/]")

@@ -55,9 +55,9 @@ def _env(hidden: set[str]) -> dict[str, str]:
     return env
 
 
-def _run(case: Case, cwd: Path, hidden: set[str]) -> tuple[int | str, str]:
-    """Run one case: its exit code (or ``serving``) and its stderr."""
-    cmd = [sys.executable, str(SCRIPT), *case.args]
+def _run(case: Case, cwd: Path, hidden: set[str], python: str = sys.executable) -> tuple[int | str, str]:
+    """Run one case with ``python``: its exit code (or ``serving``) and its stderr."""
+    cmd = [python, str(SCRIPT), *case.args]
     if not case.server:
         done = subprocess.run(cmd, cwd=cwd, env=_env(hidden), capture_output=True, text=True, timeout=TIMEOUT_S,
                               stdin=subprocess.DEVNULL)
@@ -169,14 +169,15 @@ def _command_of(args: tuple[str, ...], leaves: set[str]) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[Case, int | str, str]]]:
-    root = tmp_path_factory.mktemp("base_install")
+def _walk(root: Path, hidden: set[str], python: str = sys.executable) -> list[tuple[Case, int | str, str]]:
     (root / "model").mkdir()
     (root / "model" / "config.json").write_text("{}", encoding="utf-8")  # where a prepared checkpoint would be
-    hidden = blocked_modules()
-    results = [(case, *_run(case, root, hidden)) for case in _cases(root)]
-    yield results
+    return [(case, *_run(case, root, hidden, python)) for case in _cases(root)]
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[Case, int | str, str]]]:
+    yield _walk(tmp_path_factory.mktemp("base_install"), blocked_modules())
 
 
 def test_the_walk_hides_every_extra_and_keeps_the_base() -> None:
@@ -206,8 +207,43 @@ def test_every_command_is_walked(tmp_path: Path) -> None:
     assert leaves - walked == set(), "add a base-install case for these commands"
 
 
+@pytest.mark.slow  # about 40 subprocesses, some of them serving: under a minute
 def test_no_command_is_an_internal_error_and_missing_extras_are_named(
         walk: list[tuple[Case, int | str, str]]) -> None:
+    _check(walk)
+
+
+@pytest.mark.slow  # a venv and `pip install .` (about 30 s here), then the same walk
+def test_a_real_base_install_answers_every_command(tmp_path: Path) -> None:
+    """The same walk in a fresh virtual environment where ``pip install .`` (no extras) installed the package from
+    a copy of the repository's ``pyproject.toml``, ``README.md`` and ``shoparena/``: nothing is hidden, the base
+    install simply lacks the extras."""
+    import shutil
+    import venv
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PYPROJECT.parent / name, src / name)
+    shutil.copytree(PYPROJECT.parent / "shoparena", src / "shoparena",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    done = subprocess.run([python, "-m", "pip", "install", "--quiet", str(src)], capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 and "No matching distribution" in done.stderr:
+        pytest.skip(f"the package index cannot serve the base dependencies here: {done.stderr[-500:]}")
+    assert done.returncode == 0, done.stderr
+    probe = subprocess.run([python, "-c", "import importlib.util as u; print([m for m in ('torch', 'trl', "
+                            "'transformers', 'matplotlib', 'psycopg') if u.find_spec(m)])"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert probe.stdout.strip() == "[]"  # the extras are really absent
+    (tmp_path / "walk").mkdir()
+    _check(_walk(tmp_path / "walk", set(), python))
+
+
+def _check(walk: list[tuple[Case, int | str, str]]) -> None:
     report = "\n".join(f"{code!s:>8}  shoparena {' '.join(c.args)}" for c, code, _ in walk)
     wrong = []
     for case, code, err in walk:
