@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.file_proxy import FileProxy
+
 #: The loggers of the libraries a command runs on: inside the block they lose their own handlers and pass their
 #: records up to the block's handler (a library that imports inside the block and adds a console handler of its
 #: own finds ``sys.stderr`` pointing at the log file).
@@ -36,16 +38,27 @@ OWN_LOGGERS: tuple[str, ...] = ("shoparena",)
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class _LogStream(io.TextIOBase):
+class _LogStream(FileProxy):
     """A text stream onto the log file that stays writable after the block: a handler or a progress bar a
-    library kept a reference to then writes nowhere instead of raising on a closed file."""
+    library kept a reference to then writes nowhere instead of raising on a closed file.
 
-    def __init__(self, file: TextIO | None) -> None:
+    It is a rich ``FileProxy`` so that a progress bar drawn inside the block (rich's ``Live`` wraps
+    ``sys.stdout`` / ``sys.stderr`` in one unless they already are) leaves it in place: what a library prints
+    while a bar runs still goes to the log, not above the bar."""
+
+    def __init__(self, file: TextIO | None) -> None:  # no FileProxy.__init__: nothing is proxied to a console
         self._file = file
         self._lock = threading.Lock()
 
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def rich_proxied_file(self) -> Any:  # a rich Console writing to sys.stdout inside the block writes here
+        return self
+
+    @property
+    def encoding(self) -> str:
         return "utf-8"
 
     def writable(self) -> bool:
@@ -53,6 +66,9 @@ class _LogStream(io.TextIOBase):
 
     def isatty(self) -> bool:
         return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("the log stream has no file descriptor")
 
     def write(self, text: str) -> int:
         with self._lock:

@@ -20,7 +20,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from shoparena.cli._common import console
+from shoparena.cli._common import console, progress_bar
 
 
 class HandMadeShopper:
@@ -168,7 +168,8 @@ def _train(out: Path, seed: int) -> None:
                   "SFT → KTO → Dr. GRPO (a from-scratch tiny Qwen3: plumbing, not quality; the real base is "
                   "SmolLM2-135M, recipe cpu-mini)")
     recipe, text = load_recipe("tiny")
-    manifest = run_recipe(recipe, corpus, out / "train", catalog_dir=arena / "catalog", recipe_text=text)
+    manifest = run_recipe(recipe, corpus, out / "train", catalog_dir=arena / "catalog", recipe_text=text,
+                          progress=progress_bar)  # a bar per phase of each stage (on a terminal)
     table = Table(title=f"9. train tiny → {out / 'train'}", title_justify="left")
     for col in ("stage", "steps", "loss first → last", "seconds", "checkpoint"):
         table.add_column(col, justify="left" if col in ("stage", "checkpoint") else "right")

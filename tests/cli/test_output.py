@@ -142,3 +142,48 @@ def test_a_real_training_command_prints_tables_and_logs_the_trainer(tmp_path: Pa
     assert "loss first → last" in done.stdout
     log = (out / "train.log").read_text(encoding="utf-8")
     assert "FutureWarning" in log and 'shoparena.train: sft step 1 {"loss": ' in log
+
+
+def test_on_a_terminal_a_progress_bar_leaves_library_printing_in_the_log(tmp_path: Path) -> None:
+    """On a terminal rich's progress bar would route whatever is printed while it runs above the bar; inside the
+    block that printing still goes to the log. The command runs on a pseudo-terminal, as a user's shell runs it."""
+    import pty
+
+    code = textwrap.dedent("""
+        import sys, warnings
+        from pathlib import Path
+        from shoparena.cli._common import console, err_console, progress_bar
+        from shoparena.cli._output import library_output
+
+        assert err_console.is_terminal
+        with library_output(Path(sys.argv[1])):
+            with progress_bar("training", 2) as advance:
+                for step in range(2):
+                    print({"loss": step})
+                    print("Map: 100%", file=sys.stderr)
+                    warnings.warn("deprecated while the bar runs", FutureWarning)
+                    advance(1)
+            console.print("the table")
+        """)
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "cmd.log")], cwd=REPO, env=env,
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, b"".join(chunks).decode(errors="replace")
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "the table" in screen
+    assert "loss" not in screen and "Map: 100%" not in screen and "FutureWarning" not in screen
+    text = (tmp_path / "cmd.log").read_text(encoding="utf-8")
+    assert "{'loss': 0}" in text and "{'loss': 1}" in text and "Map: 100%" in text
+    assert "FutureWarning: deprecated while the bar runs" in text
