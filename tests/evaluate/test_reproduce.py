@@ -154,3 +154,17 @@ def test_an_interrupted_evaluation_continues_and_keeps_its_finished_runs(smoke) 
     assert (out / "never_touch" / "models" / "grpo" / "scores.jsonl").is_file()
     assert (out / "never_touch" / "models" / "base" / "scores.jsonl").stat().st_mtime_ns == kept
     assert _read_record(out, "never_touch").finished
+
+
+def test_a_changed_evaluation_is_redone_from_scratch_not_carried_on(smoke) -> None:
+    """In place, like the test above. A stored run edited after its step finished (the teacher's successes
+    turned into failures) fails its step's verification: the partition is evaluated again from nothing, so the
+    edit does not reach the table."""
+    out, _ = smoke
+    scores = out / "never_touch" / "models" / "expert" / "scores.jsonl"
+    before = json.loads((out / "results.json").read_text())["partitions"]["never_touch"]["models"]["expert"]["asr"]
+    rows = [json.loads(line) for line in scores.read_text().splitlines() if line.strip()]
+    scores.write_text("".join(json.dumps({**r, "success": False}) + "\n" for r in rows))
+    body = run_table1(Table1Config(profile="smoke", out=str(out), resume=True))
+    assert body["ran"][0] == "never_touch"
+    assert body["partitions"]["never_touch"]["models"]["expert"]["asr"] == before > 0

@@ -233,26 +233,28 @@ class _Run:
         deps = {d: self.records[d].outputs for d in inputs}
         return canonical_hash({"step": step, "seed": self.cfg.seed, "settings": settings, "inputs": deps})
 
-    def step(self, name: str, settings: Any, inputs: tuple[str, ...], run: Callable[[StepRecord | None], tuple[
-            list[str], dict[str, Any]]], *, done: Callable[[StepRecord], bool] | None = None,
-             fresh: tuple[str, ...] = ()) -> StepRecord:
-        """Run step ``name`` unless its record is finished with the same key and intact outputs. ``run(previous)``
-        does the work (``previous``: the unfinished record of the same key, or None) and returns the outputs to
-        vouch for and a detail dict. ``fresh``: paths removed before a run that does not continue an earlier one."""
+    def step(self, name: str, settings: Any, inputs: tuple[str, ...],
+             run: Callable[[], tuple[list[str], dict[str, Any]]], *,
+             done: Callable[[StepRecord], bool] | None = None, fresh: tuple[str, ...] = ()) -> StepRecord:
+        """Run step ``name`` unless its record is finished with the same key, intact outputs and (``done``) all
+        it should hold. ``run()`` does the work and returns the outputs to vouch for and a detail dict. The work
+        continues in place after an interruption (an unfinished record of the same key) or to add to an intact
+        step; otherwise ``fresh`` (paths) is removed first, so a changed output is never carried on."""
         key = self.key(name, settings, inputs)
         old = _read_record(self.root, name) if self.cfg.resume else None
-        if old is not None and old.finished and old.key == key and (done is None or done(old)) \
-                and _outputs_hold(self.root, old):
+        same = old is not None and old.key == key
+        intact = same and old is not None and old.finished and _outputs_hold(self.root, old)
+        if intact and old is not None and (done is None or done(old)):
             self.say(f"{name}: done earlier, outputs verified ({old.seconds:.0f} s then)")
             self.records[name] = old
             return old
-        same = old is not None and old.key == key
-        if not same:
+        in_place = same and old is not None and (intact or not old.finished)
+        if not in_place:
             for rel in fresh:
                 shutil.rmtree(self.root / rel, ignore_errors=True)
-        _write_record(self.root, StepRecord(step=name, key=key, detail=old.detail if same and old else {}))
+        _write_record(self.root, StepRecord(step=name, key=key, detail=old.detail if in_place and old else {}))
         t0 = time.perf_counter()
-        outputs, detail = run(old if same else None)
+        outputs, detail = run()
         record = _write_record(self.root, StepRecord(
             step=name, key=key, finished=True, seconds=round(time.perf_counter() - t0, 1), detail=detail,
             outputs={rel: d for rel in outputs if (d := _digest(self.root / rel)) is not None}))
@@ -265,7 +267,7 @@ class _Run:
     def arena(self) -> None:
         a = self.profile.arena
 
-        def run(_prev: StepRecord | None) -> tuple[list[str], dict[str, Any]]:
+        def run() -> tuple[list[str], dict[str, Any]]:
             from shoparena.arena.simulate import SimulationConfig, simulate
 
             self.say(f"arena: {a.miners} miners, {a.validators} validators, {a.days} simulated day(s), catalog "
@@ -280,7 +282,7 @@ class _Run:
     def corpus(self) -> None:
         c = self.profile.corpus
 
-        def run(_prev: StepRecord | None) -> tuple[list[str], dict[str, Any]]:
+        def run() -> tuple[list[str], dict[str, Any]]:
             from shoparena.corpus import CorpusConfig, FilterConfig, SplitConfig, build_corpus
 
             arena = self.root / "arena"
@@ -298,7 +300,7 @@ class _Run:
     def base(self, recipe_seed: int) -> None:
         name = self.profile.base
 
-        def run(_prev: StepRecord | None) -> tuple[list[str], dict[str, Any]]:
+        def run() -> tuple[list[str], dict[str, Any]]:
             dest = self.root / "base"
             if name == "tiny":
                 from shoparena.llm.tiny import build_tiny_qwen3
@@ -319,7 +321,7 @@ class _Run:
         """Runs the recipe; returns ``(stage, model dir relative to the run)`` in order."""
         import hashlib
 
-        def run(_prev: StepRecord | None) -> tuple[list[str], dict[str, Any]]:
+        def run() -> tuple[list[str], dict[str, Any]]:
             from shoparena.train.recipe import run_recipe
 
             self.say(f"train {recipe.name}: {' → '.join(recipe.stages)} (trainer output: {LOG_FILE})")
@@ -342,7 +344,7 @@ class _Run:
         out = partition
         labels = [label for label, _ in models]
 
-        def run(_prev: StepRecord | None) -> tuple[list[str], dict[str, Any]]:
+        def run() -> tuple[list[str], dict[str, Any]]:
             from shoparena.evaluate.core import (
                 EvalConfig,
                 ModelEntry,
@@ -378,7 +380,7 @@ class _Run:
     def results(self, roles: dict[str, str], recipe_name: str, all_stages: bool) -> dict[str, Any]:
         parts = [p for p in self.profile.evaluation.partitions]
 
-        def run(_prev: StepRecord | None) -> tuple[list[str], dict[str, Any]]:
+        def run() -> tuple[list[str], dict[str, Any]]:
             from shoparena._io import atomic_write
 
             partitions = {}
