@@ -31,7 +31,6 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "accelerate": ("train",),
     "datasets": ("train",),
     "gguf": ("train",),
-    "matplotlib": ("evaluate",),
     "llama_cpp": ("llamacpp",),
     "psycopg": ("pg",),
     "bittensor": ("chain",),
