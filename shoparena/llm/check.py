@@ -6,14 +6,17 @@ the gateway will (:func:`~shoparena.llm.types.get_backend`) and, where that is c
 scheme or offline policy is a :class:`~shoparena.errors.ConfigError` with the closest valid name, an ``hf:``
 directory without ``config.json`` a :class:`~shoparena.errors.NotFoundError` (the weights are not loaded here) and
 one whose backend's packages are not installed a :class:`~shoparena.errors.ConfigError` naming the extra, an
-``openai:`` server that does not accept a TCP connection within ``timeout_s`` a
-:class:`~shoparena.errors.BackendError`.
+``openai:`` server that does not answer a real request within ``timeout_s`` a
+:class:`~shoparena.errors.BackendError`: ``GET <base_url>/models`` is sent and its answer read, so a server that
+accepts connections but never answers (or sends its headers and stalls the body) is caught here, in seconds,
+instead of hanging the first inference call. Any HTTP status counts as an answer (a server without ``/models``
+still answers 404); what the status means for a chat call is the backend's to report.
 """
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
-import socket
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -46,7 +49,7 @@ def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
         from shoparena.llm.openai_backend import parse_openai_uri
 
         base_url, _model = parse_openai_uri(rest)
-        _connect(uri, base_url, timeout_s)
+        _probe(uri, base_url, timeout_s)
         return
     from shoparena.llm.types import get_backend
 
@@ -59,17 +62,34 @@ def check_models(uris: Iterable[str], *, timeout_s: float = 3.0) -> None:
         check_model(uri, timeout_s=timeout_s)
 
 
-def _connect(uri: str, base_url: str, timeout_s: float) -> None:
+def _probe(uri: str, base_url: str, timeout_s: float) -> None:
+    """Connect to the server of ``base_url`` and read the whole answer to ``GET <base_url>/models``, each step
+    within ``timeout_s``: a :class:`~shoparena.errors.BackendError` if it cannot be reached or does not answer."""
     parts = urlsplit(base_url)
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
-        raise ConfigError(f"model {uri!r}: bad port in {base_url!r}") from exc
+        raise ConfigError(f"model {uri!r}: bad port in {base_url!r}",
+                          hint="a port is a number in 1 … 65535, e.g. http://127.0.0.1:8000/v1") from exc
     if not parts.hostname:
-        raise ConfigError(f"model {uri!r}: no host in {base_url!r}")
+        raise ConfigError(f"model {uri!r}: no host in {base_url!r}", hint="e.g. openai:http://127.0.0.1:8000/v1/MODEL")
+    where = f"{parts.hostname}:{port}"
+    conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_type(parts.hostname, port, timeout=timeout_s)
     try:
-        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise BackendError(f"model {uri!r}: cannot connect to {parts.hostname}:{port} ({exc.strerror or exc})",
-                           hint="start the server (vLLM, SGLang, Ollama …) or fix the URL") from exc
+        try:
+            conn.connect()
+        except OSError as exc:
+            raise BackendError(f"model {uri!r}: cannot connect to {where} ({exc.strerror or exc})",
+                               hint="start the server (vLLM, SGLang, Ollama …) or fix the URL") from exc
+        try:
+            conn.request("GET", parts.path.rstrip("/") + "/models", headers={"Accept": "application/json"})
+            conn.getresponse().read(1 << 20)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = (f"did not answer within {timeout_s:g} s" if isinstance(exc, TimeoutError)
+                      else f"gave no usable HTTP answer ({exc or type(exc).__name__})")
+            raise BackendError(f"model {uri!r}: the server at {where} accepts connections but {reason}",
+                               hint="a hung or overloaded server, or not an HTTP server: check its logs, restart "
+                                    "it, or fix the URL") from exc
+    finally:
+        conn.close()

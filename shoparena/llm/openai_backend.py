@@ -8,11 +8,16 @@ call on a 20-turn episode, against ~1 ms) and keeps server extras such as ``reas
 exponential backoff (honouring ``Retry-After``) on connection errors, timeouts, 408/409/429 and 5xx are the
 client's own. Failures surface as :class:`~shoparena.llm.wire.BackendError` with a hint.
 
+Every call has a bounded total time, connection, reading and retries together (``total_timeout``, by default
+``timeout × (max_retries + 1)``, a minute of backoff per retry and a few seconds): the client's own timeout bounds each wait
+for a byte, not a whole answer, so a server that drips its body a byte at a time would otherwise hold a call
+forever.
+
 URI rule: when the text contains ``/v1/``, ``base_url`` is everything up to and including ``/v1`` and the model is
 the rest (model names contain slashes: ``openai:http://127.0.0.1:8000/v1/Qwen/Qwen3-4B``); otherwise the split is
 at the last ``/``. The API key comes from ``SHOPARENA_OPENAI_API_KEY``, else ``OPENAI_API_KEY``, else ``"EMPTY"``
-(local servers ignore it); ``SHOPARENA_OPENAI_TIMEOUT`` (seconds) and ``SHOPARENA_OPENAI_MAX_RETRIES`` override the
-defaults.
+(local servers ignore it); ``SHOPARENA_OPENAI_TIMEOUT`` (seconds), ``SHOPARENA_OPENAI_MAX_RETRIES`` and
+``SHOPARENA_OPENAI_TOTAL_TIMEOUT`` (seconds) override the defaults.
 """
 
 from __future__ import annotations
@@ -34,6 +39,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MAX_RETRIES = 3
+RETRY_ALLOWANCE_S = 60.0
+"""Seconds of backoff allowed per retry in the default total bound (the client honours a ``Retry-After`` up to a
+minute)."""
+SLACK_S = 5.0
+"""Seconds added to the default total bound so that an attempt's own timeout, the clearer error, fires first."""
 
 
 def parse_openai_uri(rest: str) -> tuple[str, str]:
@@ -69,7 +79,8 @@ class OpenAIBackend:
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, connect_timeout: float | None = None) -> None:
+                 max_retries: int | None = None, connect_timeout: float | None = None,
+                 total_timeout: float | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.name = model
         self.api_key = (api_key or os.environ.get("SHOPARENA_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
@@ -79,6 +90,10 @@ class OpenAIBackend:
                             else int(_env_float("SHOPARENA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES)))
         self.connect_timeout = connect_timeout
         """Seconds to establish a connection (None: ``timeout``); a caller that must fail fast sets a few."""
+        self.total_timeout = (total_timeout if total_timeout is not None else _env_float(
+            "SHOPARENA_OPENAI_TOTAL_TIMEOUT",
+            self.timeout * (self.max_retries + 1) + RETRY_ALLOWANCE_S * self.max_retries + SLACK_S))
+        """Seconds one call may take in all: connection, reading and retries together."""
         self.dropped_tool_calls = 0
         """Tool calls left out because their arguments were not a JSON object (each is also logged)."""
         self._clients: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Task[None]]] = {}
@@ -129,7 +144,14 @@ class OpenAIBackend:
         import openai
 
         try:
-            return await self.client().post("/chat/completions", body=body, cast_to=object)
+            return await asyncio.wait_for(self.client().post("/chat/completions", body=body, cast_to=object),
+                                          self.total_timeout)
+        except TimeoutError as exc:  # the whole call's bound, not one attempt's
+            raise BackendError(
+                f"{self.base_url} did not finish an answer within {self.total_timeout:g} s (connection, reading "
+                f"and {self.max_retries} retries together)",
+                hint="a hung, slow or overloaded server: check it, or raise SHOPARENA_OPENAI_TOTAL_TIMEOUT",
+            ) from exc
         except openai.APITimeoutError as exc:
             if not isinstance(_root(exc), TimeoutError):  # aiohttp's refusals arrive mislabelled as timeouts
                 raise _connection_error(self, exc) from exc

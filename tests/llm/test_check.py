@@ -9,15 +9,25 @@ import pytest
 
 from shoparena.errors import BackendError, ConfigError, NotFoundError
 from shoparena.llm.check import check_model, check_models
+from tests.hung_server import Mode, hung_server
 
 
 def test_working_uris_pass(tmp_path: Path) -> None:
+    from shoparena._http import BackgroundServer
+    from shoparena.llm.serve import create_app
+    from shoparena.llm.types import get_backend
+
     (tmp_path / "config.json").write_text("{}")
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        port = server.getsockname()[1]
-        check_models(["policy:expert", "policy:expert", f"hf:{tmp_path}", f"openai:http://127.0.0.1:{port}/v1/m"])
+    with BackgroundServer(create_app(get_backend("policy:expert"))) as srv:
+        check_models(["policy:expert", "policy:expert", f"hf:{tmp_path}", f"openai:{srv.url}/v1/m"])
+
+
+@pytest.mark.parametrize("mode", ["silent", "headers"])
+def test_a_server_that_accepts_but_never_answers_is_a_backend_error(mode: Mode) -> None:
+    """A TCP connect is not enough: the check sends a real request and gives up after ``timeout_s``."""
+    with hung_server(mode) as base, pytest.raises(BackendError, match="accepts connections but did not answer") as info:
+        check_model(f"openai:{base}/m", timeout_s=1.0)
+    assert "hung" in (info.value.hint or "")
 
 
 @pytest.mark.parametrize(("uri", "error", "says"), [

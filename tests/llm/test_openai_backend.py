@@ -20,6 +20,7 @@ from shoparena.llm.openai_backend import OpenAIBackend, parse_openai_uri
 from shoparena.llm.serve import create_app
 from shoparena.llm.types import Sampling, chat_sync, get_backend
 from shoparena.llm.wire import BackendError
+from tests.hung_server import Mode, hung_server
 from tests.llm.test_serve import REPLY, USER, FixedBackend
 
 TOOLS = [{"type": "function", "function": {"name": "find_product", "parameters": {"type": "object"}}}]
@@ -217,3 +218,13 @@ def test_openai_uri_resolves_through_the_registry(monkeypatch: pytest.MonkeyPatc
     assert isinstance(backend, OpenAIBackend)
     assert (backend.base_url, backend.name, backend.api_key) == ("http://127.0.0.1:8000/v1", "Qwen/Qwen3-4B",
                                                                  "sk-fallback")
+
+
+@pytest.mark.parametrize("mode", ["silent", "headers", "drip"])
+def test_a_hung_server_costs_a_call_its_total_bound(mode: Mode) -> None:
+    """Connection, reading and retries together stay within ``total_timeout``, even against a server that drips
+    its body a byte at a time (each byte within the per-read timeout, which alone would wait forever)."""
+    with hung_server(mode) as base, pytest.raises(BackendError, match="within") as info:
+        run(asyncio.wait_for(once(OpenAIBackend(base, "m", timeout=1.0, max_retries=1, total_timeout=4.0), USER),
+                             60))
+    assert info.value.status is None and info.value.hint
