@@ -62,19 +62,46 @@ def progress_bar(description: str, total: int | None) -> Iterator[Any]:
         yield advance
 
 
+MS_MAX = 2**63 - 1
+"""The latest instant a store can hold: its timestamps are signed 64-bit integers of ms (SQLite, PostgreSQL)."""
+
+
 def ms_option(value: str | None, flag: str) -> int | None:
-    """ms since the epoch from an integer or an ISO-8601 date/time (UTC when no zone is given)."""
+    """ms since the epoch from an integer or an ISO-8601 date/time (UTC when no zone is given); a value past what
+    a store's 64-bit timestamps can hold is a :class:`~shoparena.errors.ConfigError`."""
+    from shoparena.errors import ConfigError
+
     if value is None:
         return None
+    hint = "ms since the epoch (at most 2**63-1) or ISO-8601, e.g. 2026-05-01T12:00"
     if value.isdigit():
-        return int(value)
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        from shoparena.errors import ConfigError
+        ms = int(value)
+    else:
+        try:
+            dt = datetime.fromisoformat(value)
+            ms = int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1000)
+        except (ValueError, OverflowError):
+            raise ConfigError(f"bad {flag} {value!r}", hint=hint) from None
+    if not -MS_MAX - 1 <= ms <= MS_MAX:
+        raise ConfigError(f"{flag} {value!r} is outside the range a store's timestamps can hold", hint=hint)
+    return ms
 
-        raise ConfigError(f"bad {flag} {value!r}", hint="ms since the epoch or ISO-8601, e.g. 2026-05-01T12:00") from None
-    return int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1000)
+
+SEED_MAX = 2**64 - 1
+"""The largest seed: seeds are unsigned 64-bit integers (numpy's and torch's generators take no more)."""
+
+
+def seed_option(help: str, *names: str) -> Any:
+    """The ``--seed`` option every seeded command takes: a whole number in 0 … 2**64-1, checked at parsing (a
+    usage error naming the range) before any work starts."""
+    import typer
+
+    def check(value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= SEED_MAX:
+            raise typer.BadParameter(f"{value} is outside 0 … 2**64-1 ({SEED_MAX})")
+        return value
+
+    return typer.Option(*(names or ("--seed",)), help=help, callback=check)
 
 
 def finite(low: float | None = None, *, above: bool = False) -> Callable[[float | None], float | None]:

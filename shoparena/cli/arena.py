@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from shoparena.cli import banks as banks_cli
-from shoparena.cli._common import console, err_console, finite, persistent_store, print_json
+from shoparena.cli._common import console, err_console, finite, persistent_store, print_json, seed_option
 
 app = typer.Typer(help="The SN15-style arena: simulation, banks, validators.", no_args_is_help=True)
 app.add_typer(banks_cli.app, name="banks")
@@ -31,7 +31,7 @@ def simulate(
     miners: Annotated[int, typer.Option(min=1, help="Simulated miner teams.")] = 12,
     validators: Annotated[int, typer.Option(min=1, help="Simulated validators.")] = 3,
     days: Annotated[int, typer.Option(min=1, help="Simulated days.")] = 2,
-    seed: Annotated[int, typer.Option(help="Seed of everything.")] = 0,
+    seed: Annotated[int, seed_option("Seed of everything.")] = 0,
     store: Annotated[str | None, typer.Option(help="Store URL (default: a SQLite file under --out).",
                                               callback=persistent_store)] = None,
     out: Annotated[Path | None, typer.Option(help="Working directory to keep (default: temporary).")] = None,
@@ -116,7 +116,7 @@ def validator(
     store: Annotated[str, typer.Option("--store", help="Trajectory store URL for this validator's records.",
                                        callback=persistent_store)],
     name: Annotated[str, typer.Option(help="Dev identity name (hotkey derived from name and seed).")] = "validator",
-    seed: Annotated[int, typer.Option(help="Dev identity seed.")] = 0,
+    seed: Annotated[int, seed_option("Dev identity seed.")] = 0,
     model: Annotated[str, typer.Option(help="Default model URI agents get.")] = "policy:careful",
     models: Annotated[str, typer.Option(help="Comma list of further allowed model URIs.")]
     = "policy:novice,policy:careful,policy:expert",

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, print_error, print_json
+from shoparena.cli._common import console, print_error, print_json, seed_option
 from shoparena.errors import ConfigError, DataError
 
 app = typer.Typer(help="Problem banks with the leak-cluster guard.", no_args_is_help=True)
@@ -57,7 +57,7 @@ def build(
     out: Annotated[Path, typer.Option("--out", help="Bank directory to write.")],
     problems: Annotated[list[str], typer.Option("--problems", help="Problem file or quoted glob (repeat).")],
     static: Annotated[list[str] | None, typer.Option("--static", help="ORO suite file or glob (repeat).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the partition order.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the partition order.")] = 0,
     held_out_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of non-static problems held "
                                                      "out.")] = 0.2,
     open_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of non-static problems open at "

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from shoparena.cli._common import console, err_console, print_json, progress_bar
+from shoparena.cli._common import console, err_console, print_json, progress_bar, seed_option
 
 app = typer.Typer(help="Build, import, describe and serve product catalogs.", no_args_is_help=True)
 
@@ -17,7 +17,7 @@ app = typer.Typer(help="Build, import, describe and serve product catalogs.", no
 def generate(
     out: Annotated[Path, typer.Option("--out", help="Catalog directory to write.")],
     size: Annotated[int, typer.Option("--size", min=1, help="Number of products.")] = 5000,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same bytes).")] = 0,
+    seed: Annotated[int, seed_option("Random seed (same seed, same bytes).")] = 0,
     min_count: Annotated[int | None, typer.Option(
         "--min-count", min=1, help="Long-tail filter: drop SKU/attribute keys and values rarer than this "
         "(default: min(20, size // 500), at least 2; upstream uses 20).")] = None,

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, ms_option, persistent_store, print_json, progress_bar
+from shoparena.cli._common import console, ms_option, persistent_store, print_json, progress_bar, seed_option
 
 app = typer.Typer(help="Build SFT / KTO / GRPO sets from stored or imported trajectories.", no_args_is_help=True)
 
@@ -46,7 +46,7 @@ def build(
                        ] = "template",
     eval_fraction: Annotated[float, typer.Option("--eval-fraction", min=0.0, max=1.0)] = 0.15,
     never_touch_fraction: Annotated[float, typer.Option("--never-touch-fraction", min=0.0, max=1.0)] = 0.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the split.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the split.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Normalise, filter, rewrite, split by leak cluster and export; prints per-stage kept / rejected counts."""

@@ -20,7 +20,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from shoparena.cli._common import console, progress_bar
+from shoparena.cli._common import console, progress_bar, seed_option
 
 
 class HandMadeShopper:
@@ -205,7 +205,7 @@ def demo(
     out: Annotated[Path, typer.Option("--out", help="Directory for every artefact of the run.")] = Path("demo-out"),
     size: Annotated[int, typer.Option("--size", min=200, help="Synthetic catalog size.")] = 5000,
     n_problems: Annotated[int, typer.Option("--problems", min=3, help="Problems to generate.")] = 30,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for catalog and problems.")] = 0,
+    seed: Annotated[int, seed_option("Seed for catalog and problems.")] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library warnings and trainer logs on the "
                                                                   "console as they come instead of in OUT/demo.log.")]
     = False,

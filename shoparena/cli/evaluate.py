@@ -14,7 +14,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, finite, one_of, print_json
+from shoparena.cli._common import console, err_console, finite, one_of, print_json, seed_option
 from shoparena.cli._output import library_output
 
 
@@ -39,7 +39,7 @@ def evaluate(
                                                               "corpus's held-out problems.")] = None,
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k for k ≤ n).")] = 4,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.", callback=finite(0.0))] = 0.7,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampling seeds and of the bootstrap.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the sampling seeds and of the bootstrap.")] = 0,
     concurrency: Annotated[int | None, typer.Option(min=1, help="Problems run at once (default: CPU cores).")]
     = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]

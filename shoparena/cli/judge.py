@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, finite, persistent_store, print_json
+from shoparena.cli._common import console, finite, persistent_store, print_json, seed_option
 
 app = typer.Typer(help="Audit the reasoning judge: a panel re-judges stored trajectories.", no_args_is_help=True)
 
@@ -54,7 +54,7 @@ def audit(
                                                     "llm:<model-uri>[,…]); repeat it. Default: rubric + "
                                                     "llm:policy:judge-strict|lenient|noisy.")] = None,
     sample: Annotated[int, typer.Option("--sample", min=1, help="Records to re-judge (SUCCESS, with steps).")] = 50,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the sample.")] = 0,
     gate: Annotated[float, typer.Option("--gate", help="Judge gate: a score ≥ it passes (the corpus filter's).",
                                         callback=finite(0.0, above=True))] = 0.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print the audit as JSON (shoparena-judge-audit/1).")]

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from shoparena.cli._common import console, one_of, print_json
+from shoparena.cli._common import console, one_of, print_json, seed_option
 
 
 def loop(
@@ -22,7 +22,7 @@ def loop(
                                                                       "joining.")] = 1,
     recipe: Annotated[str, typer.Option("--recipe", help="Training recipe: tiny, cpu-mini, paper or a YAML "
                                                          "file.")] = "tiny",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of everything.")] = 0,
+    seed: Annotated[int, seed_option("Seed of everything.")] = 0,
     miners: Annotated[int, typer.Option("--miners", min=1, help="Simulated miner teams.")] = 6,
     validators: Annotated[int, typer.Option("--validators", min=1, help="Simulated validators.")] = 3,
     per_bucket: Annotated[int, typer.Option("--per-bucket", min=1, help="Held-out problems per bucket.")] = 2,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, print_json, seed_option
 
 if TYPE_CHECKING:
     from shoparena.catalog import Product
@@ -27,7 +27,7 @@ def generate(
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory.")],
     out: Annotated[Path, typer.Option("--out", help="Problem JSONL to write (upstream keys plus ours).")],
     n: Annotated[int, typer.Option("--n", min=1, help="Number of problems (clusters are cut to fit).")] = 30,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    seed: Annotated[int, seed_option("Random seed.")] = 0,
     paraphrases: Annotated[int, typer.Option("--paraphrases", min=0, help="Extra variants per cluster.")] = 2,
     buckets: Annotated[str, typer.Option("--buckets", help="Comma-separated buckets.")] = "product,shop,voucher",
     force: Annotated[bool, typer.Option("--force", help="Write even when most clusters share ground truths "

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, print_json, seed_option
 
 app = typer.Typer(help="Reproduce the paper's tables from nothing; check a run against the expected figures.",
                   no_args_is_help=True)
@@ -30,7 +30,7 @@ def table1(
                                          callback=_profile)],
     out: Annotated[Path, typer.Option("--out", help="Run directory: one sub-directory per step, results.json, "
                                                     "results.md.")],
-    seed: Annotated[int, typer.Option("--seed", help="Moves every seed: catalog, arena, problems, split, "
+    seed: Annotated[int, seed_option("Moves every seed: catalog, arena, problems, split, "
                                                      "training, evaluation.")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out: finished steps whose outputs "
                                                           "still verify are skipped.")] = False,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, finite, one_of, print_json, progress_bar
+from shoparena.cli._common import console, finite, one_of, print_json, progress_bar, seed_option
 
 
 def run(
@@ -18,7 +18,7 @@ def run(
     model: Annotated[str, typer.Option("--model", help="Model URI: policy:NAME, hf:PATH, openai:URL/MODEL.")]
     = "policy:expert",
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k up to n).")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the per-run sampling seeds.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the per-run sampling seeds.")] = 0,
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("runs/latest"),
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).",
                                                       callback=finite(0.0))] = None,

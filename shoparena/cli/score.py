@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, err_console, print_json
+from shoparena.cli._common import console, err_console, print_json, seed_option
 
 if TYPE_CHECKING:
     from shoparena.catalog import ProductLookup
@@ -42,7 +42,7 @@ def score(
     parity: Annotated[bool, typer.Option(
         "--parity", help="Reproduce upstream/ORO code quirks (501-line read limit, message-rendered format…).")] = False,
     k: Annotated[list[int] | None, typer.Option("--k", min=1, help="pass@k values (repeatable, 1 ≤ k ≤ samples).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    seed: Annotated[int, seed_option("Bootstrap seed.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print per-problem scores and the aggregate as JSON.")] = False,
 ) -> None:
     """Score trajectories: ASR overall and per bucket, gt rate, per-axis rates, format, pass@k."""

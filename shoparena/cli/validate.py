@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, finite, persistent_store, print_json, progress_bar
+from shoparena.cli._common import console, finite, persistent_store, print_json, progress_bar, seed_option
 
 
 def validate(
@@ -27,7 +27,7 @@ def validate(
         "--allow-non-hermetic", help="Permit --sandbox process (trusted code only).")] = False,
     workers: Annotated[int | None, typer.Option(min=1, help="Problems in parallel (default: CPU cores).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per problem.", callback=finite(0.0, above=True))] = 300.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the per-problem sampling seeds (as for run).")] = 0,
+    seed: Annotated[int, seed_option("Seed of the per-problem sampling seeds (as for run).")] = 0,
     temperature: Annotated[float, typer.Option(help="Sampling temperature the agent is given.",
                                                callback=finite(0.0))] = 0.0,
     agent_id: Annotated[str | None, typer.Option(help="Agent id recorded (default: the file name).")] = None,
