@@ -1,5 +1,6 @@
 """Model servers that hang, on a real loopback TCP port: one accepts connections and never answers, one sends
-its headers and stalls the body, one drips its body a byte at a time (each byte well within a read timeout)."""
+its headers and stalls the body, one drips its body a byte at a time (each byte well within a read timeout), and
+one answers ``GET`` (``/v1/models``: it looks alive) but never answers a chat completion."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-Mode = Literal["silent", "headers", "drip"]
+Mode = Literal["silent", "headers", "drip", "chat"]
 
 
 @contextmanager
@@ -24,8 +25,12 @@ def hung_server(mode: Mode) -> Iterator[str]:
 
     def serve(conn: socket.socket) -> None:
         try:
-            conn.recv(65536)
-            if mode == "silent":
+            request = conn.recv(65536)
+            if mode == "chat" and request.startswith(b"GET "):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n"
+                             b"Connection: close\r\n\r\n{\"data\": []}")
+                return
+            if mode in ("silent", "chat"):
                 return
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
             while mode == "drip" and not stop.wait(0.2):

@@ -57,6 +57,9 @@ def audit(
     seed: Annotated[int, seed_option("Seed of the sample.")] = 0,
     gate: Annotated[float, typer.Option("--gate", help="Judge gate: a score ≥ it passes (the corpus filter's).",
                                         callback=finite(0.0, above=True))] = 0.5,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one LLM judge verdict may take: its model "
+                                           "calls, retries and backoffs together.",
+                                           callback=finite(0.0, above=True))] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the audit as JSON (shoparena-judge-audit/1).")]
     = False,
 ) -> None:
@@ -64,7 +67,7 @@ def audit(
     rule × judge confusion, and how often each judge would change a race winner."""
     from shoparena.evaluate.audit import audit_judges
 
-    out = audit_judges(store, judge or None, sample, seed, gate=gate)
+    out = audit_judges(store, judge or None, sample, seed, gate=gate, timeout_s=timeout)
     if as_json:
         print_json(out)
     else:

@@ -78,13 +78,19 @@ def _check_entries(specs: Sequence[str]) -> list[JudgeEntry]:
 class _Panel:
     """Verdict rows per judge, one judge object per (judge, evaluation run), each record judged once per judge."""
 
-    def __init__(self, entries: list[JudgeEntry]) -> None:
+    def __init__(self, entries: list[JudgeEntry], config: Any = None) -> None:
         self.entries = entries
+        self.config = config
         self._judges: dict[tuple[str, str], Any] = {}
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self._loop = asyncio.new_event_loop()
 
     def close(self) -> None:
+        pending = asyncio.all_tasks(self._loop)  # an openai: judge's client closes when its task is cancelled
+        for task in pending:
+            task.cancel()
+        if pending:
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self._loop.close()
 
     def row(self, entry: JudgeEntry, record: Any) -> dict[str, Any]:
@@ -94,7 +100,7 @@ class _Panel:
 
             jkey = (entry.label, record.eval_run_id)
             if jkey not in self._judges:
-                self._judges[jkey] = get_judge(entry.spec)
+                self._judges[jkey] = get_judge(entry.spec, self.config)
             v = self._loop.run_until_complete(self._judges[jkey].judge(_query(record), record.steps, record.call_log))
             self.rows[key] = {"problem_id": record.record_id, "sample": 0, "judged": True, "ok": v.ok,
                               "score": v.score, "gate": v.gate, "error": v.error, "trace_sha256": v.trace_sha256}
@@ -129,16 +135,27 @@ def _stored_agreement(rows: list[dict[str, Any]], stored: dict[str, dict[str, An
 
 
 def audit_judges(store_url: str, judges: Sequence[str] | None = None, sample: int = 50, seed: int = 0, *,
-                 gate: float = 0.5, races: bool = True) -> dict[str, Any]:
-    """The audit of ``judges`` (``LABEL=SPEC`` or bare specs) on the store at ``store_url`` (module docstring)."""
+                 gate: float = 0.5, races: bool = True, timeout_s: float | None = None) -> dict[str, Any]:
+    """The audit of ``judges`` (``LABEL=SPEC`` or bare specs) on the store at ``store_url`` (module docstring).
+
+    ``timeout_s`` bounds one LLM judge verdict (its model calls, retries and backoffs together; None: the judge's
+    default policy); an ``openai:`` judge model that does not answer is refused before any record is read."""
+    import math
+
     from shoparena.store import open_store
+    from shoparena.validator.judge.llm import LLMJudgeConfig
 
     if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
         raise ConfigError(f"bad sample size {sample!r}", hint="--sample takes a whole number ≥ 1")
     if not 0.0 < gate <= 1.0:
         raise ConfigError(f"bad judge gate {gate!r}", hint="a rubric score in (0, 1], e.g. 0.5")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(f"bad judge timeout {timeout_s!r}", hint="--timeout takes seconds > 0, e.g. 120")
     entries = _check_entries(list(judges) if judges else list(DEFAULT_PANEL))
-    panel = _Panel(entries)
+    config = None if timeout_s is None else LLMJudgeConfig(
+        timeout_s=min(LLMJudgeConfig().timeout_s, timeout_s), deadline_s=timeout_s,
+        connect_timeout_s=min(LLMJudgeConfig().connect_timeout_s, timeout_s))
+    panel = _Panel(entries, config)
     try:
         with open_store(store_url, create=False) as store:
             records, drawn = _draw(store, sample, seed)

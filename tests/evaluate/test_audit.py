@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from shoparena.arena.simulate import SimulationConfig, simulate
-from shoparena.errors import ConfigError, NotFoundError
+from shoparena.errors import BackendError, ConfigError, NotFoundError
 from shoparena.evaluate.audit import FORMAT, audit_judges
 from shoparena.store import open_store
+from tests.hung_server import hung_server
 from tests.validator.judge import THINKS, call_log, trajectory
 
 
@@ -146,3 +147,14 @@ def test_the_cli(day: str, tmp_path: Path) -> None:
         bad = shoparena("judge", "audit", "--store", *args)
         assert bad.returncode == code, (args, bad.stderr)
         assert bad.stderr.startswith("error:") and "Traceback" not in bad.stderr
+
+
+def test_a_hung_judge_model_is_refused_and_timeout_bounds_each_verdict(tiny: str) -> None:
+    """An ``openai:`` judge that accepts connections and never answers is refused before any record is read; one
+    that looks alive but never answers a completion costs each verdict at most ``timeout_s``, then fails."""
+    with hung_server("silent") as base, pytest.raises(BackendError, match="did not answer") as info:
+        audit_judges(tiny, [f"llm:openai:{base}/m"], sample=4)
+    assert info.value.hint
+    with hung_server("chat") as base:
+        out = audit_judges(tiny, [f"j=llm:openai:{base}/m"], sample=4, timeout_s=1.0)
+    assert out["sample"]["judged"] == 4 and out["by_judge"]["j"]["failed"] == 4
