@@ -83,7 +83,7 @@ def export(
     output_file(out, force=force)
     q = _query(agent, agent_version, problem, cluster, suite, eval_run, pipeline, axis, status, success, since,
                until, min_judge, max_judge, limit)
-    with open_store(store, create=False) as st:
+    with open_store(store, readonly=True) as st:
         n = export_records(st, out, q)
     if as_json:
         print_json({"out": str(out), "records": n})
@@ -99,7 +99,7 @@ def stats(
     """Record counts by status, axis, bucket and scoring-pipeline version."""
     from shoparena.store import open_store
 
-    with open_store(store, create=False) as st:
+    with open_store(store, readonly=True) as st:
         s = st.stats()
     if as_json:
         print_json(s.model_dump())
@@ -123,7 +123,7 @@ def verify(
     """Recompute every record's id and hashes from its stored body; exit 3 on any mismatch."""
     from shoparena.store import open_store
 
-    with open_store(store, create=False) as st:
+    with open_store(store, readonly=True) as st:
         report = st.verify()
     if as_json:
         print_json({"checked": report.checked, "ok": report.ok, "mismatches": report.mismatches})
@@ -166,7 +166,7 @@ def rescore(
 
     persistent_store(store)
     if out is not None:
-        output_file(out)
+        _check_report_out(out, store, problems)
     report = rescore_records(store, catalog, problems=problems, banks=banks, mode=cast(Mode, mode),
                              since=ms_option(since, "--since"), limit=limit, dry_run=dry_run)
     if out is not None:
@@ -175,6 +175,29 @@ def rescore(
         print_json(report.model_dump(mode="json"))
     else:
         _print_rescore(report)
+
+
+def _check_report_out(out: Path, store: str, problems: Path | None) -> None:
+    """Refuse, before anything is appended, an ``--out`` the report could not be written to (a directory, a path
+    under a file, a folder that cannot be written) or that is the store or the problem file it reads."""
+    import os
+
+    from shoparena.db.engine import sqlite_path
+    from shoparena.errors import ConfigError
+
+    output_file(out)
+    target = out.resolve()
+    db = sqlite_path(store)
+    inputs = [p.resolve() for p in (db, problems) if p is not None]
+    inputs += [Path(f"{inputs[0]}{suffix}") for suffix in ("-wal", "-shm", "-journal")] if db is not None else []
+    if target in inputs:
+        raise ConfigError(f"--out {out} is an input of this command", hint="write the report to another file")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: {parent} is not a writable directory",
+                          hint="pass a path in a directory you can write")
 
 
 def _print_rescore(report: RescoreReport) -> None:

@@ -54,8 +54,11 @@ def parse_url(url: str) -> URL:
                       hint="use sqlite:///path.db or postgresql://user@host/db")
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` configured for this store (pragmas, transaction mode, pool)."""
+def make_engine(url: str, *, readonly: bool = False) -> Engine:
+    """An engine for ``url`` configured for this store (pragmas, transaction mode, pool). ``readonly``: for
+    commands that only read: a SQLite file must already exist and hold a database (:class:`NotFoundError`
+    otherwise; nothing is created, switched to WAL or migrated) and is opened ``mode=ro``; PostgreSQL sessions
+    are read-only transactions."""
     u = parse_url(url)
     if u.get_backend_name() == "postgresql":
         try:
@@ -63,6 +66,9 @@ def make_engine(url: str) -> Engine:
         except ImportError as exc:
             raise ConfigError("a postgresql:// store needs the 'pg' extra (the psycopg 3 driver is not installed)",
                               hint="pip install 'shoparena[pg]'") from exc
+        if readonly:  # every transaction read-only, beside any options the URL sets (a search_path)
+            options = " ".join(filter(None, (str(u.query.get("options", "")), "-c default_transaction_read_only=on")))
+            u = u.update_query_dict({"options": options})
         engine = create_engine(u, insertmanyvalues_page_size=500)
         _fork_safe(engine)
         return engine
@@ -72,13 +78,36 @@ def make_engine(url: str) -> Engine:
     u = u.difference_update_query(["synchronous"])
     memory = u.database in (None, "", ":memory:")
     path = sqlite_path(url)
+    if readonly and path is not None:
+        return _readonly_sqlite(path, sync)
     if path is not None:
         check_sqlite_file(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     kw: dict[str, Any] = {"poolclass": StaticPool} if memory else {}
     engine = create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
                            insertmanyvalues_page_size=200, **kw)
-    _sqlite_hooks(engine, sync, memory)
+    _sqlite_hooks(engine, sync, wal=not memory)
+    _fork_safe(engine)
+    return engine
+
+
+def _readonly_sqlite(path: Path, sync: str) -> Engine:
+    """A ``mode=ro`` engine on an existing SQLite database file. The file itself is never written; reading a
+    WAL database read-only may leave its ``-wal`` / ``-shm`` sidecars beside it (SQLite's shared-memory index)."""
+    if not path.exists():
+        raise NotFoundError(f"no database at {path}", hint="check --store (sqlite:///path.db); a read-only command "
+                            "never creates one")
+    check_sqlite_file(path)
+    if path.stat().st_size == 0:
+        raise NotFoundError(f"{path} is an empty file, not a database",
+                            hint="check --store; a read-only command never turns a file into a store")
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+
+    engine = create_engine(f"sqlite+pysqlite:///{path}", creator=connect)
+    _sqlite_hooks(engine, sync, wal=False)  # a read-only file keeps its journal mode
     _fork_safe(engine)
     return engine
 
@@ -133,13 +162,13 @@ def connection_error(url: str, exc: Exception) -> NotFoundError:
                          hint="check the URL and that the server is running")
 
 
-def _sqlite_hooks(engine: Engine, sync: str, memory: bool) -> None:
+def _sqlite_hooks(engine: Engine, sync: str, *, wal: bool) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # the driver stops managing transactions; the "begin" hook does
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        if not memory:
+        if wal:
             _set_wal(cur)
         cur.execute(f"PRAGMA synchronous = {sync.upper()}")
         cur.execute("PRAGMA foreign_keys = ON")

@@ -54,7 +54,7 @@ class Migrations:
         with engine.connect() as conn:
             version = self.current_version(conn)
             conn.rollback()
-        self._check_not_newer(version)
+        self.check_not_newer(version)
         if version == self.latest:
             return []
 
@@ -64,7 +64,7 @@ class Migrations:
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({self.lock_key})")
                 self.table.create(conn, checkfirst=True)
                 done = set(conn.execute(select(self.table.c.version)).scalars())
-                self._check_not_newer(max(done, default=0))
+                self.check_not_newer(max(done, default=0))
                 applied = []
                 for m in self.steps:
                     if m.version not in done:
@@ -76,7 +76,8 @@ class Migrations:
 
         return retrying(_run)
 
-    def _check_not_newer(self, version: int) -> None:
+    def check_not_newer(self, version: int) -> None:
+        """Refuse (:class:`DataError`) a database whose schema ``version`` is newer than this code's."""
         if version > self.latest:
             raise DataError(f"{self.what} schema version {version} is newer than this shoparena's ({self.latest})",
                             hint=self.hint)

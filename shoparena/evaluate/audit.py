@@ -157,7 +157,7 @@ def audit_judges(store_url: str, judges: Sequence[str] | None = None, sample: in
         connect_timeout_s=min(LLMJudgeConfig().connect_timeout_s, timeout_s))
     panel = _Panel(entries, config)
     try:
-        with open_store(store_url, create=False) as store:
+        with open_store(store_url, readonly=True) as store:
             records, drawn = _draw(store, sample, seed)
             tables = {e.label: [panel.row(e, r) for r in records] for e in entries}
             success = {(r.record_id, 0): bool(r.success) for r in records}
@@ -193,7 +193,7 @@ def _races(store_url: str, store: Any, entries: list[JudgeEntry], panel: _Panel)
 
     from shoparena.db.engine import make_engine
 
-    engine = make_engine(store_url)
+    engine = make_engine(store_url, readonly=True)
     try:
         missing = [t for t in _ARENA_TABLES if t not in set(inspect(engine).get_table_names())]
         if missing:

@@ -21,12 +21,15 @@ from shoparena.store.types import (
 DEFAULT_URL = "sqlite:///runs/trajectories.db"
 
 
-def open_store(url: str = DEFAULT_URL, *, migrate: bool = True, create: bool = True) -> TrajectoryStore:
+def open_store(url: str = DEFAULT_URL, *, migrate: bool = True, create: bool = True,
+               readonly: bool = False) -> TrajectoryStore:
     """Open the store at ``url`` (``sqlite:///path.db``, ``sqlite://`` in memory, ``postgresql://user@host/db``),
     applying missing schema migrations unless ``migrate=False``. ``create=False`` refuses to create a new
-    SQLite file (:class:`~shoparena.errors.NotFoundError`), for read-only commands. The in-memory store runs on
+    SQLite file (:class:`~shoparena.errors.NotFoundError`). ``readonly=True``, for commands that only read, opens
+    an existing store without writing anything: a missing or empty file, or a database without the store's
+    tables, is a :class:`~shoparena.errors.NotFoundError`, and no migration runs. The in-memory store runs on
     one connection: finish (or drop) a query stream before appending to it."""
-    return TrajectoryStore(url, migrate=migrate, create=create)
+    return TrajectoryStore(url, migrate=migrate, create=create, readonly=readonly)
 
 
 __all__ = [

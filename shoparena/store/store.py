@@ -61,22 +61,38 @@ def to_row(record: TrajectoryRecord) -> dict[str, Any]:
 class TrajectoryStore:
     """Append-only trajectory records in SQLite or PostgreSQL; open with :func:`shoparena.store.open_store`."""
 
-    def __init__(self, url: str, *, migrate: bool = True, create: bool = True) -> None:
+    def __init__(self, url: str, *, migrate: bool = True, create: bool = True, readonly: bool = False) -> None:
         self.url = safe_url(url)
         path = sqlite_path(url)
-        if not create and path is not None and not path.exists():
+        if (readonly or not create) and path is not None and not path.exists():
             raise NotFoundError(f"no trajectory store at {path}", hint="check --store (sqlite:///path.db)")
-        self._engine: Engine = make_engine(url)
+        self._engine: Engine = make_engine(url, readonly=readonly)
         self.dialect: str = self._engine.dialect.name
         self._writer = Writer(self._engine)
         try:
-            if migrate:
+            if readonly:
+                self._check_readable()
+            elif migrate:
                 self.migrate()
             elif self.dialect == "postgresql":
                 self._engine.connect().close()  # fail here, clearly, not at the first query
         except OperationalError as exc:
             self._engine.dispose()
             raise connection_error(url, exc) from None
+        except (DataError, NotFoundError):
+            self._engine.dispose()
+            raise
+
+    def _check_readable(self) -> None:
+        """A read-only open: the database must already hold a store (none of its migrations is applied here);
+        one newer than this code is refused."""
+        with self._engine.connect() as conn:
+            version = schema.current_version(conn)
+        if version == 0:
+            raise NotFoundError(f"{self.url} holds no trajectory store",
+                                hint="check --store; point it at a database written by shoparena (validate, "
+                                     "arena simulate); a read-only command never creates one")
+        schema.HISTORY.check_not_newer(version)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def migrate(self) -> list[int]:

@@ -219,7 +219,7 @@ def rescore_records(store_url: str, catalog: str | os.PathLike[str], *,
         raise ConfigError(f"unknown scoring mode {mode!r}", hint="use strict or upstream")
     by_id = load_problem_source(problems, banks)
     index = SearchIndex.open(index_path(catalog))
-    with open_store(store_url, create=False) as store:
+    with open_store(store_url, create=False, readonly=dry_run) as store:
         return rescore_store(store, index, by_id, mode=mode, similarity=similarity,
                              query=RecordQuery(since=since), limit=limit, dry_run=dry_run, examples=examples)
 
