@@ -44,7 +44,7 @@ from shoparena.tasks.guard import prove
 from shoparena.tasks.types import BUCKETS, Problem
 
 __all__ = ["EXPORTABLE", "PARTITIONS", "SPLIT_FORMAT", "AssignedRows", "PartitionInfo", "SplitConfig",
-           "SplitManifest", "SplitProof", "assign_rows", "split_problems", "verify_split"]
+           "SplitManifest", "SplitProof", "assign_rows", "gt_ids_hash", "split_problems", "verify_split"]
 
 Partition = Literal["train", "eval", "never_touch"]
 PARTITIONS: tuple[str, ...] = ("train", "eval", "never_touch")
@@ -116,6 +116,12 @@ def _partition_info(pids: Sequence[str], clusters: Mapping[str, str], problems: 
 
 def _gt_hash(problems: Iterable[Problem]) -> str:
     return _sha(sorted({g for p in problems for g in p.gt_ids()}))
+
+
+def gt_ids_hash(problems: Iterable[Problem]) -> str:
+    """The hash a partition freezes of its problems' GT product ids (:attr:`PartitionInfo.gt_ids_hash`): a
+    reader checks the problems it found are those the split was built on."""
+    return _gt_hash(problems)
 
 
 class SplitManifest(BaseModel):

@@ -61,6 +61,9 @@ class ProblemLoadReport:
     """Short reason → count (``invalid JSON``, ``schema``, ``unknown price mode``, ``missing query``, …)."""
     examples: list[str] = field(default_factory=list)
     """Up to 20 ``"line 12: <reason>: <detail>"`` strings, in file order."""
+    conflicts: list[str] = field(default_factory=list)
+    """Every ``"line 12: 'id' differs from line 3"``: an id already used by a problem with other content (which
+    of the two is meant cannot be known; :func:`load_problems` with ``refuse_conflicts`` refuses the file)."""
 
     def add(self, where: str, reason: str, detail: str) -> None:
         self.bad_count += 1
@@ -74,6 +77,12 @@ class ProblemLoadReport:
             return head
         reasons = ", ".join(f"{r} ×{n}" for r, n in self.reasons.most_common())
         return "\n  ".join([f"{head} ({reasons})", *self.examples])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The skipped lines as JSON data (``lines``: how many, ``reasons``: count by reason, ``examples``: up to
+        20 ``"line N: reason: detail"``), for the outputs of the commands that read problems."""
+        return {"path": self.path, "loaded": self.loaded, "lines": self.bad_count,
+                "reasons": dict(self.reasons.most_common()), "examples": list(self.examples)}
 
 
 class _Bad(Exception):
@@ -253,7 +262,7 @@ def iter_problems(path: str | os.PathLike[str], report: ProblemLoadReport | None
     report = report if report is not None else ProblemLoadReport(path=str(p))
     report.path = report.path or str(p)
     suite, hint = _suite_name(p), file_bucket(p)
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, Problem]] = {}
     for where, rec in _records(p, report):
         try:
             problem = _parse(rec, suite, hint)
@@ -261,18 +270,32 @@ def iter_problems(path: str | os.PathLike[str], report: ProblemLoadReport | None
             report.add(where, bad.reason, bad.detail)
             continue
         if problem.problem_id in seen:
-            report.add(where, "duplicate id", f"{problem.problem_id!r} already used at {seen[problem.problem_id]}")
+            first, earlier = seen[problem.problem_id]
+            if problem == earlier:
+                report.add(where, "duplicate id", f"{problem.problem_id!r} already used at {first} (same problem)")
+            else:
+                detail = f"{problem.problem_id!r} already used at {first} by a problem with other content"
+                report.add(where, "conflicting id", detail)
+                report.conflicts.append(f"{where}: {detail}")
             continue
-        seen[problem.problem_id] = where
+        seen[problem.problem_id] = (where, problem)
         report.loaded += 1
         yield problem
 
 
-def load_problems(path: str | os.PathLike[str], report: ProblemLoadReport | None = None) -> list[Problem]:
+def load_problems(path: str | os.PathLike[str], report: ProblemLoadReport | None = None, *,
+                  refuse_conflicts: bool = False) -> list[Problem]:
     """All valid problems of a file. Raises :class:`NotFoundError` for a missing file and :class:`DataError`
-    when the file has records but none is usable; bad records are otherwise only counted in ``report``."""
+    when the file has records but none is usable, or (``refuse_conflicts``, for commands that score an agent)
+    when a problem id is used again by a problem with other content; bad records are otherwise only counted in
+    ``report``."""
     report = report if report is not None else ProblemLoadReport(path=str(path))
     problems = list(iter_problems(path, report))
+    if refuse_conflicts and report.conflicts:
+        raise DataError(f"{path}: {len(report.conflicts)} problem id(s) used again with other content: "
+                        f"{report.conflicts[0]}",
+                        hint="give each problem its own id or drop the stale copy (`shoparena problems stats FILE` "
+                             "lists every skipped line)")
     if not problems and report.bad_count:
         raise DataError(
             f"no usable problem in {path}: {report.summary()}",

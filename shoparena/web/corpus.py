@@ -53,8 +53,43 @@ def report_file(site: Site, index: int) -> Path:
     return found[index]
 
 
+def verification(site: Site, root: Path) -> list[str]:
+    """Why the corpus at ``root`` fails verification (empty: verified), checked as ``corpus show`` and
+    ``evaluate --split`` do: every file against the sealed ``manifest.json``, and ``split.json`` against its own
+    seal. Hashing every export is the cost of a page, so the answer is kept while no file changes (by path, size
+    and mtime)."""
+    from shoparena.corpus.export.manifest import read_manifest
+    from shoparena.corpus.split import SplitManifest
+    from shoparena.errors import ShopArenaError
+
+    key = tuple((str(p.relative_to(root)), st.st_size, st.st_mtime_ns)
+                for p in sorted(root.rglob("*")) if p.is_file() and (st := p.stat()))
+    with site.lock:
+        cached = site.cache.get("corpus_verification")
+    if cached is not None and cached[0] == key:
+        return list(cached[1])
+    problems: list[str] = []
+    try:
+        read_manifest(root, verify=True)
+    except ShopArenaError as exc:
+        problems.append(str(exc))
+    split = root / "split.json"
+    if not split.is_file():
+        problems.append("split.json not found: the corpus holds no sealed split")
+    else:
+        try:
+            SplitManifest.load(split)
+        except ShopArenaError as exc:
+            problems.append(str(exc))
+    with site.lock:
+        site.cache["corpus_verification"] = (key, tuple(problems))
+    return problems
+
+
 def corpus_page(site: Site) -> dict[str, Any]:
-    """``{corpus: {dir, funnel, exports, split} | None, reports: [...]}``."""
+    """``{corpus: {dir, funnel, exports, manifest_hash, verified, verification} | None, reports: [...]}``;
+    ``verified`` is false (and ``verification`` says why) for a corpus whose files or split do not match their
+    seals: its funnel is shown as read, not vouched for."""
     corpus = None
     if site.corpus is not None:
         path = site.corpus / "manifest.json"
@@ -68,9 +103,12 @@ def corpus_page(site: Site) -> dict[str, Any]:
                       "exports": {str(k): {"rows": v.get("rows") if isinstance(v, dict) else None}
                                   for k, v in sorted(exports.items())},
                       "manifest_hash": manifest.get("manifest_hash")}
+            problems = verification(site, site.corpus)
+            corpus.update(verified=not problems, verification=problems)
         else:
             corpus = {"dir": site.corpus.name, "funnel": [], "exports": {}, "manifest_hash": None,
-                      "missing": "manifest.json not found"}
+                      "missing": "manifest.json not found", "verified": False,
+                      "verification": ["manifest.json not found"]}
     return {"corpus": corpus, "reports": reports(site)}
 
 
