@@ -95,12 +95,12 @@ def _readonly_sqlite(path: Path, sync: str) -> Engine:
     """A ``mode=ro`` engine on an existing SQLite database file. The file itself is never written; reading a
     WAL database read-only may leave its ``-wal`` / ``-shm`` sidecars beside it (SQLite's shared-memory index)."""
     if not path.exists():
-        raise NotFoundError(f"no database at {path}", hint="check --store (sqlite:///path.db); a read-only command "
-                            "never creates one")
+        raise NotFoundError(f"no database at {path}", hint="check the store URL (sqlite:///path/to/file.db); a "
+                            "read-only command never creates one")
     check_sqlite_file(path)
     if path.stat().st_size == 0:
         raise NotFoundError(f"{path} is an empty file, not a database",
-                            hint="check --store; a read-only command never turns a file into a store")
+                            hint="check the store URL; a read-only command never turns a file into a store")
     uri = f"{path.resolve().as_uri()}?mode=ro"
 
     def connect() -> sqlite3.Connection:

@@ -90,8 +90,8 @@ class TrajectoryStore:
             version = schema.current_version(conn)
         if version == 0:
             raise NotFoundError(f"{self.url} holds no trajectory store",
-                                hint="check --store; point it at a database written by shoparena (validate, "
-                                     "arena simulate); a read-only command never creates one")
+                                hint="check the store URL: a database written by shoparena (validate, arena "
+                                     "simulate); a read-only command never creates one")
         schema.HISTORY.check_not_newer(version)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
