@@ -11,28 +11,36 @@ no problem file, the batch arrives through an inherited memfd, each problem runs
 :mod:`.batch`), and the sandbox's uid is one per concurrent batch.
 
 Identity. A validator running as root starts bubblewrap privileged and the sandbox drops to a dedicated host uid
-(``uid_base + worker slot``, no supplementary groups) through ``setpriv`` before Python starts: a user namespace
-there would map the sandbox's uid onto host root, which then owns /dev/null and every root-owned file it can see.
+(``uid_base + n``, no supplementary groups) through ``setpriv`` before Python starts: a user namespace there would
+map the sandbox's uid onto host root, which then owns /dev/null and every root-owned file it can see. The uid is
+leased host-wide (an exclusive ``flock`` per uid, :func:`_lease_uid`), not only within this process: a finished
+sandbox's uid is reclaimed by SIGKILLing every process of that uid, so two validators (or two test runs) on one
+host that picked the same uid would kill each other's live sandboxes.
 Capabilities: none after the drop; ``no_new_privs``; the seccomp deny-list of :mod:`.seccomp`. A non-root
 validator runs bubblewrap unprivileged, in a user namespace (``--disable-userns`` after setup, uid 1000 inside).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from shoparena.errors import BackendError, ConfigError
 from shoparena.validator.sandbox import paths, seccomp
 from shoparena.validator.sandbox.base import BaseSandbox, memfd, mode_text
 from shoparena.validator.sandbox.batch import Launch, batch_config
@@ -136,7 +144,7 @@ def _close(fds: list[int]) -> None:
 
 
 class BubblewrapSandbox(BaseSandbox):
-    """``bubblewrap`` (``bwrap``): hermetic, the default. ``uid_base``: host uid of worker slot 0 when the
+    """``bubblewrap`` (``bwrap``): hermetic, the default. ``uid_base``: the lowest host uid a sandbox leases when the
     validator is root; ``forbidden``: paths no bind may contain (catalogs, problem banks)."""
 
     name = "bubblewrap"
@@ -226,8 +234,13 @@ class BubblewrapSandbox(BaseSandbox):
 
     def _run_one(self, agent: bytes, problem: dict[str, Any], env: dict[str, str], gateway_socket: Path,
                  limits: SandboxLimits, slot: int, cancel: threading.Event) -> Outcome:
-        uid = self.uid_base + slot if self.privileged else INNER_UID
-        cgroup = ProblemCgroup(limits)
+        lease = _lease_uid(self.uid_base) if self.privileged else None
+        uid = lease.uid if lease is not None else INNER_UID
+        try:
+            cgroup = ProblemCgroup(limits)
+        except BaseException:
+            _release(lease)
+            raise
         out_r, out_w = os.pipe()
         try:
             config = {"agent": AGENT, "problem": PROBLEM, "out_fd": out_w,
@@ -238,6 +251,7 @@ class BubblewrapSandbox(BaseSandbox):
         except BaseException:
             _close([out_r])
             cgroup.close()
+            _release(lease)
             raise
         finally:
             _close([out_w])
@@ -264,16 +278,15 @@ class BubblewrapSandbox(BaseSandbox):
                     stream.close()
         counters = cgroup.counters()
         cgroup.close()
-        if self.privileged:
-            _reclaim_uid(uid)
+        _release(lease)
         return make_outcome(problem["problem_id"], watched, backend=self.name, limits=limits,
                             launched_wall=launched_wall, counters=counters,
                             enforced=self._enforced(limits, cgroup.enforced, uid))
 
     def _launch_batch(self, agent: bytes, config: dict[str, Any], fds: list[int], env: dict[str, str],
                       gateway_socket: Path, limits: SandboxLimits, cgroup: BatchCgroup | None) -> Launch:
-        slot = _take_slot() if self.privileged else -1
-        uid = self.uid_base + slot if self.privileged else INNER_UID
+        lease = _lease_uid(self.uid_base) if self.privileged else None
+        uid = lease.uid if lease is not None else INNER_UID
         leaves = config["ctl_fd"] is not None
         config = {**config, **batch_config(limits, config["workers"], nproc=self.privileged or cgroup is None,
                                            problem_cgroups=leaves), "agent": AGENT, "tmp": "/tmp",
@@ -282,7 +295,7 @@ class BubblewrapSandbox(BaseSandbox):
             proc = self._spawn(uid, {"agent": agent}, config, env, limits, gateway_socket,
                                cgroup.procs_files if cgroup is not None else [], fds)
         except BaseException:
-            _release_slot(slot)
+            _release(lease)
             raise
 
         def kill() -> None:
@@ -298,9 +311,7 @@ class BubblewrapSandbox(BaseSandbox):
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
-            if self.privileged:
-                _reclaim_uid(uid)
-            _release_slot(slot)
+            _release(lease)
 
         return Launch(proc=proc, kill=kill, cleanup=cleanup, ancestors=(proc.pid,),
                       enforced=self._enforced(limits, cgroup.enforced() if cgroup is not None else {}, uid))
@@ -314,18 +325,54 @@ def _reclaim_uid(uid: int) -> None:
                      sorted(left)[:10])
 
 
-_slots: set[int] = set()
-_slots_lock = threading.Lock()
+#: Where the host-wide uid leases live (root only; the validator runs as root whenever it leases uids).
+LEASE_DIRS = (Path("/run/shoparena-sandbox-uids"), Path(tempfile.gettempdir()) / "shoparena-sandbox-uids-0")
+_MAX_UIDS = 4096
 
 
-def _take_slot() -> int:
-    """The lowest batch uid slot not in use by this process (one host uid per concurrent batch sandbox)."""
-    with _slots_lock:
-        slot = next(i for i in range(len(_slots) + 1) if i not in _slots)
-        _slots.add(slot)
-        return slot
+@dataclass
+class UidLease:
+    """One host uid held exclusively, host-wide, until :func:`_release` (or the process's death) frees it."""
+
+    uid: int
+    fd: int
 
 
-def _release_slot(slot: int) -> None:
-    with _slots_lock:
-        _slots.discard(slot)
+def _lease_dir() -> Path:
+    for d in LEASE_DIRS:
+        try:
+            d.mkdir(mode=0o700, exist_ok=True)
+            st = os.lstat(d)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+            return d
+    raise ConfigError(f"no private directory for sandbox uid leases ({', '.join(map(str, LEASE_DIRS))})",
+                      hint="make /run writable for the validator (root), or free the directory named")
+
+
+def _lease_uid(base: int) -> UidLease:
+    """The lowest uid from ``base`` that no sandbox on this host uses, held under an exclusive ``flock`` (freed by
+    the kernel if this process dies). Whatever a dead holder left running under it is killed first."""
+    d = _lease_dir()
+    for uid in range(base, base + _MAX_UIDS):
+        fd = os.open(d / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _reclaim_uid(uid)
+        return UidLease(uid, fd)
+    raise BackendError(f"all {_MAX_UIDS} sandbox uids from {base} are in use on this host",
+                       hint="wait for other validators to finish, or pass another uid_base")
+
+
+def _release(lease: UidLease | None) -> None:
+    """Kill what still runs under the lease's uid, then free it for the next sandbox (of any process)."""
+    if lease is None:
+        return
+    try:
+        _reclaim_uid(lease.uid)
+    finally:
+        os.close(lease.fd)
