@@ -176,13 +176,16 @@ def test_each_problem_sees_only_its_own_token(world: World) -> None:
 
 @pytest.mark.parametrize("backend", _backends())
 def test_partial_results_survive_the_sandbox_dying(world: World, backend: str) -> None:
+    """The agent kills its own executor: what was reported is kept, the problems the death cut off run again in a
+    fresh sandbox, and the one that killed it (running, alone, when a second sandbox died) is charged to the agent."""
     problems = _problems("search", "search", "kill-executor", "search", "search")
     outs = _run(_sandbox(backend), world, agent("mixed"), problems, workers=1)
     statuses = [outs[p["problem_id"]].envelope.status for p in problems]
-    assert statuses == ["SUCCESS", "SUCCESS", "FAILED", "FAILED", "FAILED"]
-    for p in problems[2:]:
-        error = outs[p["problem_id"]].envelope.error
-        assert error["type"] == "SandboxError" and "the batch sandbox ended" in error["message"], error
+    assert statuses == ["SUCCESS", "SUCCESS", "FAILED", "SUCCESS", "SUCCESS"]
+    assert not any(o.infra_failure for o in outs.values())
+    error = outs[problems[2]["problem_id"]].envelope.error
+    assert error["type"] == "SandboxError" and "the batch sandbox ended" in error["message"], error
+    assert "running each time" in error["message"]
     assert not _uids_alive()
 
 
@@ -195,7 +198,7 @@ def test_the_batch_deadline_still_reports_every_problem(world: World) -> None:
     stopped, never = outs["00-stop-executor"].envelope, outs["01-sleep:0"].envelope
     assert stopped.status == "TIMED_OUT" and "deadline" in stopped.error["message"]
     assert never.status == "FAILED" and never.error["message"].startswith("not started")
-    assert time.monotonic() - t0 < (2 + 1) * 1.5 + 5 + 5
+    assert time.monotonic() - t0 < (2 + 1) * (1.5 + 2.0) + 5 + 5  # the deadline: slack of 2 s per problem
     assert not _uids_alive()
 
 

@@ -59,6 +59,20 @@ def memfd(name: str, data: bytes) -> int:
     return fd
 
 
+RETRIES = 2
+"""Fresh sandboxes a problem gets after its sandbox failed without the agent's doing (both modes)."""
+
+
+def _unstarted(out: Outcome) -> Outcome:
+    """A per-problem outcome whose sandbox never reached the agent's code (no ready mark: it did not start, or its
+    start outlasted the timeout on a busy host) is an infrastructure failure."""
+    error = out.envelope.error or {}
+    if out.start_overhead_ms is None and out.envelope.dialogue is None and error.get("type") in ("SandboxError",
+                                                                                                "Timeout"):
+        return out.model_copy(update={"infra_failure": True})
+    return out
+
+
 class BaseSandbox:
     """The shared half of a backend."""
 
@@ -119,11 +133,20 @@ class BaseSandbox:
                 if clean else iter(())
 
         def one(problem: dict[str, Any], slot: int, cancel: threading.Event) -> Outcome:
-            env = base_env(env_for(problem["problem_id"]), address)
-            return self._run_one(agent, problem, env, sock, limits, slot, cancel)
+            # a sandbox that fails before the agent's code starts is the validator's failure: a fresh one, then
+            # (after RETRIES) an infrastructure outcome, never the agent's
+            for attempt in range(RETRIES + 1):
+                env = base_env(env_for(problem["problem_id"]), address)
+                try:
+                    out = _unstarted(self._run_one(agent, problem, env, sock, limits, slot, cancel))
+                except Exception as exc:  # the launch itself failed
+                    out = failed(problem, exc)
+                if not out.infra_failure or cancel.is_set() or attempt == RETRIES:
+                    return out
+            raise AssertionError("unreachable")
 
         def failed(problem: dict[str, Any], exc: BaseException) -> Outcome:
-            return Outcome(backend=self.name, limits=limits, envelope=Envelope(
+            return Outcome(backend=self.name, limits=limits, infra_failure=True, envelope=Envelope(
                 problem_id=problem["problem_id"], status="FAILED", execution_time=0.0,
                 error={"type": "SandboxError", "message": f"{type(exc).__name__}: {exc}"[:2000]}))
 

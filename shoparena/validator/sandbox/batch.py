@@ -7,10 +7,17 @@ reads the executor's framed stream (``ready``, ``imported``, ``start``, ``done``
 tails), turns each ``done`` into an :class:`Outcome` with the same rules as the per-problem mode
 (:func:`~shoparena.validator.sandbox.supervise.make_outcome`), serves the executor's requests to move a problem's
 process into that problem's own cgroups (:class:`~shoparena.validator.sandbox.batch_cgroup.BatchCgroup`), and enforces
-the batch deadline (``(n + 1) × (timeout + grace)``, the import counted as one problem). If the sandbox dies or
-runs past the deadline, the problems it had not finished are still reported: ``TIMED_OUT`` where they had started
-and the deadline passed, ``FAILED`` (``SandboxError``) otherwise. The host also checks each problem's wall time
-against the per-problem timeout by its own clock. Closing the iterator kills the sandbox.
+the batch deadline (``(n + 1) × (timeout + grace + slack)``, the import counted as one problem). If the sandbox runs
+past the deadline, the problems it had not finished are still reported: ``TIMED_OUT`` where they had started,
+``FAILED`` (``SandboxError``) otherwise. The host also checks each problem's wall time against the per-problem
+timeout by its own clock. Closing the iterator kills the sandbox.
+
+A sandbox that dies on its own (killed from outside, failed to start, launch error) is the validator's failure,
+not the agent's: the problems it had not finished run again in a fresh sandbox, at most :data:`RETRIES` more times
+(those that were running when a sandbox died first, one at a time). Only the agent's own doing is charged to it: a
+death by the batch's memory cap (an OOM kill in the executor's group), or a problem that was running each time two
+sandboxes died under it. What still has no outcome after the last retry is reported with
+:attr:`Outcome.infra_failure` set, which scoring and records never count as the agent's.
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import Popen
 from typing import Any, Protocol
 
 from shoparena.validator.sandbox import seccomp
-from shoparena.validator.sandbox.base import base_env, memfd
+from shoparena.validator.sandbox.base import RETRIES, base_env, memfd
 from shoparena.validator.sandbox.batch_cgroup import RESERVE_PIDS, BatchCgroup, batch_cgroup, host_pid
 from shoparena.validator.sandbox.supervise import Watched, make_outcome, signal_name
 from shoparena.validator.sandbox.types import Envelope, Outcome, SandboxLimits
@@ -79,8 +87,54 @@ def batch_config(limits: SandboxLimits, workers: int, *, nproc: bool, problem_cg
 
 def run_batch(backend: BatchBackend, agent: bytes, problems: Sequence[dict[str, Any]],
               env_for: Callable[[str], dict[str, str]], address: str, gateway_socket: Path, limits: SandboxLimits,
-              workers: int, problem_cgroups: bool = True) -> Iterator[Outcome]:
-    """Outcomes of ``problems`` run in one sandbox of ``backend``, as they finish (see the module docstring)."""
+              workers: int, problem_cgroups: bool = True, retries: int = RETRIES) -> Iterator[Outcome]:
+    """Outcomes of ``problems`` run in one sandbox of ``backend`` (and, where it dies, in up to ``retries`` fresh
+    ones), as they finish (see the module docstring). ``env_for`` is asked again for a problem that is retried."""
+    pending = list(problems)
+    died_under: dict[str, int] = {}
+    for attempt in range(retries + 1):
+        suspects = [p for p in pending if died_under.get(p["problem_id"])]
+        rest = [p for p in pending if not died_under.get(p["problem_id"])]
+        again: list[dict[str, Any]] = []
+        # a problem that was running when a sandbox died is retried alone, so a second death names its cause
+        for group, n in ((suspects, 1), (rest, workers)):
+            if not group:
+                continue
+            with closing(_one_batch(backend, agent, group, env_for, address, gateway_socket, limits, n,
+                                    problem_cgroups)) as outs:
+                for out in outs:
+                    pid = out.envelope.problem_id
+                    if not out.infra_failure:
+                        yield out
+                        continue
+                    if out.started_at is not None:
+                        died_under[pid] = died_under.get(pid, 0) + 1
+                    if died_under.get(pid, 0) >= 2:
+                        yield _charged(out)
+                    elif attempt == retries:
+                        yield out
+                    else:
+                        again.append(next(p for p in group if p["problem_id"] == pid))
+        if not again:
+            return
+        _log.warning("batch sandbox of %s died; %d problem(s) run again in a fresh sandbox (retry %d of %d)",
+                     backend.name, len(again), attempt + 1, retries)
+        pending = again
+
+
+def _charged(out: Outcome) -> Outcome:
+    """An infrastructure-looking death the agent caused: its problem ran each time a sandbox died under it."""
+    error = dict(out.envelope.error or {})
+    error["message"] = (error.get("message", "") + " (this problem was running each time: twice in a row, the "
+                        "second time alone)")[:2000]
+    return out.model_copy(update={"infra_failure": False,
+                                  "envelope": out.envelope.model_copy(update={"error": error})})
+
+
+def _one_batch(backend: BatchBackend, agent: bytes, problems: Sequence[dict[str, Any]],
+               env_for: Callable[[str], dict[str, str]], address: str, gateway_socket: Path, limits: SandboxLimits,
+               workers: int, problem_cgroups: bool) -> Iterator[Outcome]:
+    """Outcomes of ``problems`` run in one sandbox of ``backend``, as they finish."""
     results: queue.Queue[Outcome | None] = queue.Queue()
     cancel = threading.Event()
     batch = _Batch(backend, agent, list(problems), env_for, address, gateway_socket, limits,
@@ -118,7 +172,8 @@ class _Batch:
         try:
             self._run()
         except Exception as exc:  # infrastructure trouble: every problem not reported yet says so
-            self._fail_rest("FAILED", {"type": "SandboxError", "message": f"{type(exc).__name__}: {exc}"[:2000]})
+            self._fail_rest("FAILED", {"type": "SandboxError", "message": f"{type(exc).__name__}: {exc}"[:2000]},
+                            infra=True)
         finally:
             if self.launch is not None:
                 self.launch.kill()
@@ -169,7 +224,7 @@ class _Batch:
         if ctl is not None:
             sel.register(ctl, selectors.EVENT_READ, "ctl")
         per = self.limits.timeout_s + self.limits.kill_grace_s
-        budget = (len(self.problems) + 1) * per + 5
+        budget = (len(self.problems) + 1) * (per + _SLACK_S) + 5  # slack per problem: forks are slow on a busy host
         deadline = time.monotonic() + budget
         buf = bytearray()
         exited_at: float | None = None
@@ -210,8 +265,12 @@ class _Batch:
             _log.warning("batch sandbox pid %s: no exit status after 5 s: %s: %s", proc.pid, type(exc).__name__, exc)
             code = None
         last = bytes(self.stderr).decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        # the executor's group holds no problem: an OOM kill there is the batch's memory cap, i.e. the agent's doing
+        oom = self.cg.main.counters().get("oom_kills", 0) if self.cg is not None else 0
+        why = f"; the batch's memory limit was reached ({oom} OOM kills)" if oom else ""
         self._fail_rest("FAILED", {"type": "SandboxError", "message": f"the batch sandbox ended (it "
-                                   f"{signal_name(code)}) before this problem finished: {last[0][:500]}"})
+                                   f"{signal_name(code)}{why}) before this problem finished: {last[0][:500]}"},
+                        infra=not oom)
 
     def _parse(self, buf: bytearray) -> None:
         while (nl := buf.find(b"\n")) >= 0:
@@ -314,7 +373,7 @@ class _Batch:
                                enforced=self._enforced(index), counters=counters)
         return outcome.model_copy(update={"started_at": start_wall})
 
-    def _fail_rest(self, status: str, error: dict[str, str]) -> None:
+    def _fail_rest(self, status: str, error: dict[str, str], infra: bool = False) -> None:
         for index, problem in enumerate(self.problems):
             if index in self.emitted:
                 continue
@@ -329,7 +388,7 @@ class _Batch:
                                      started_at=self.started.get(index, (None,))[0],
                                      stdout_tail=bytes(self.stdout).decode("utf-8", "replace"),
                                      stderr_tail=bytes(self.stderr).decode("utf-8", "replace"),
-                                     enforced=self._enforced(index)))
+                                     enforced=self._enforced(index), infra_failure=infra))
 
 
 def _fds(sel: selectors.BaseSelector) -> set[int]:

@@ -35,7 +35,10 @@ class World:
     tokens: dict[str, str] = field(default_factory=dict)
 
     def env_for(self, problem_id: str) -> dict[str, str]:
-        """Opens a gateway run for the problem (the validator's side of the SDK environment)."""
+        """Opens a gateway run for the problem (the validator's side of the SDK environment); a problem retried in a
+        fresh sandbox gets a fresh run, as the validator gives it."""
+        if problem_id in self.tokens:
+            self.gateway.close_run(self.tokens.pop(problem_id))
         handle = self.gateway.open_run(f"run-{problem_id}", problem_id=problem_id, models={MODEL})
         self.tokens[problem_id] = handle.token
         return {"SHOPARENA_RUN_TOKEN": handle.token, "SHOPARENA_MODEL": MODEL}
