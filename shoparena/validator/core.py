@@ -50,6 +50,8 @@ __all__ = ["SEARCH_FLAVOR", "AgentSpec", "EvaluationSummary", "ProblemLine", "Pr
 
 SCORER_ID = "shoparena-rule/1"
 SEARCH_FLAVOR = "oro"
+SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+"""Prefix of an evaluation's ``failure_reason`` when the sandbox, not the agent, failed on some problems."""
 """The search service every agent sees (ORO's: Lucene special characters as spaces, capacity 10,000)."""
 
 
@@ -85,6 +87,11 @@ class ProblemResult:
     steps: list[dict[str, Any]]
     verdict: Verdict | None = None
     record: TrajectoryRecord | None = None
+
+    @property
+    def infra_failure(self) -> bool:
+        """The sandbox failed, not the agent (:attr:`Outcome.infra_failure`): no score, no record, run it again."""
+        return self.outcome.infra_failure
 
 
 def _sha256_file(path: Path) -> str:
@@ -177,6 +184,11 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
 
                 def env_for(problem_id: str, sample: int = sample, tokens: dict[str, str] = tokens,
                             started: dict[str, int] = started) -> dict[str, str]:
+                    if problem_id in started:  # retried in a fresh sandbox: the dead attempt's calls are not its run
+                        gateway.close_run(tokens[problem_id])
+                        tokens[problem_id] = gateway.open_run(f"{run_id}/{problem_id}" + (f"#{sample}" if sample
+                                                                                          else ""),
+                                                              problem_id=problem_id, models=allowed).token
                     started[problem_id] = int(time.time() * 1000)
                     env = {"SHOPARENA_RUN_TOKEN": tokens[problem_id], "SHOPARENA_MODEL": config.model,
                            "SHOPARENA_TEMPERATURE": repr(config.temperature),
@@ -242,8 +254,17 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     lines: list[ProblemLine] = []
     written = 0
     provenance = Provenance(agent, code_sha, pipeline, run_id, config.validator_hotkey)
+    infra: dict[str, str] = {}
     for res in evaluate_problems(agent_file, todo, index, sandbox, config, run_id=run_id, judge=judge,
                                  provenance=provenance):
+        if res.infra_failure:  # the validator's failure, not the agent's: never scored, reported below
+            infra[res.problem.problem_id] = (res.envelope.error or {}).get("message", "")
+            lines.append(ProblemLine(problem_id=res.problem.problem_id, bucket=res.problem.bucket,
+                                     status="INFRA_FAILED", success=False, judge_score=None, judge_ok=None,
+                                     recorded=False, seconds=res.outcome.wall_s))
+            if progress is not None:
+                progress(lines[-1])
+            continue
         scores[res.problem.problem_id] = res.score
         if res.verdict is not None:
             verdicts[res.problem.problem_id] = res.verdict
@@ -266,7 +287,9 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
                 rich[r.problem_id] = richness_of_record(r).score
             if r.judge is not None:
                 verdicts[r.problem_id] = Verdict.model_validate(r.judge)
-    report = aggregate_scores(list(scores.values()), problems, config.scorer_mode)
+    # problems the sandbox failed on are out of the agent's denominator (and the run is FAILED, below)
+    report = aggregate_scores(list(scores.values()), [p for p in problems if p.problem_id not in infra],
+                              config.scorer_mode)
     judged = list(verdicts.values())
     failed = sum(1 for v in judged if not v.ok)
     ok_scores = [v.score for v in judged if v.ok and v.score is not None]
@@ -284,6 +307,12 @@ def evaluate(agent: AgentSpec, problems: Sequence[Problem], catalog: str | os.Pa
     if status == "SUCCESS" and (final is None or (q is None and failed)):  # 1–2 judged, every verdict failed
         status, final, reason = "FAILED", None, (f"no judge verdict to weigh the run by ({failed} of "
                                                  f"{len(judged)} verdicts failed); retry the evaluation")
+    if infra:  # problems the sandbox never ran to an outcome would count as the agent's zeros: the run is ours
+        first = next(iter(infra.values()))
+        status, final, reason = "FAILED", None, (
+            f"{SANDBOX_UNAVAILABLE}: the sandbox failed on {len(infra)} of {len(problems)} problems (not the "
+            f"agent's doing, after retries in fresh sandboxes): {first[:300]}; retry the evaluation"
+            + (f"; also: {reason}" if reason else ""))
     return EvaluationSummary(
         eval_run_id=run_id, status=status, failure_reason=reason,
         ground_truth_rate=report.ground_truth_rate, success_rate=report.success_rate,
@@ -332,12 +361,12 @@ def _finish_problem(outcome: Outcome, problem: Problem, sample: int, calls: list
     score = scorer.score_steps(problem, env.model_dump(), sample=sample)
     steps = env.dialogue or []
     verdict: Verdict | None = None
-    if judge is not None and loop is not None and env.status == "SUCCESS" and steps:
+    if judge is not None and loop is not None and env.status == "SUCCESS" and steps and not outcome.infra_failure:
         verdict = loop.run_until_complete(judge.judge(problem.query, steps, calls))
     result = ProblemResult(problem=problem, sample=sample, outcome=outcome, envelope=env, calls=calls,
                            score=score, steps=steps, verdict=verdict)
-    if provenance is None or (verdict is not None and not verdict.ok):
-        return result  # a failed verdict is never a silent 0: no record; a retry of the evaluation judges it
+    if provenance is None or (verdict is not None and not verdict.ok) or outcome.infra_failure:
+        return result  # a failed verdict or sandbox is never a silent 0: no record; a retry of the evaluation runs it
     agent = provenance.agent
     record = TrajectoryRecord(
         eval_run_id=provenance.run_id, agent_id=agent.agent_id, agent_version=agent.agent_version,

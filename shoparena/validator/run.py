@@ -29,7 +29,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from shoparena.errors import DataError, NotFoundError
+from shoparena.errors import BackendError, DataError, NotFoundError
 from shoparena.tasks.types import Problem
 from shoparena.types import Mode
 from shoparena.validator.core import AgentSpec, ProblemResult, ValidatorConfig
@@ -334,8 +334,12 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
         if progress is not None and episodes:
             progress(len(episodes))
         done = {(ep["problem_id"], ep["sample"]) for ep in episodes}
+        infra: list[str] = []
         for res in evaluate_problems(agent_file, problems, index, sandbox, vconfig, run_id=run_id,
                                      n_samples=config.n_samples, done=done):
+            if res.infra_failure:  # the sandbox failed, not the agent: no episode, so --resume runs it again
+                infra.append((res.envelope.error or {}).get("message", ""))
+                continue
             ep = _episode(res)
             fh.write(_line(ep))
             fh.flush()
@@ -343,6 +347,10 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
             episodes.append(ep)
             if progress is not None:
                 progress(1)
+    if infra:
+        raise BackendError(f"the sandbox failed on {len(infra)} episode(s), not the agent (after retries in fresh "
+                           f"sandboxes): {infra[0][:300]}",
+                           hint="run the same command again with --resume: the finished episodes are kept")
     episodes.sort(key=lambda e: (order[e["problem_id"]], e["sample"]))
     scores = [ProblemScore.model_validate(e["score"]) for e in episodes]
     with open(out_dir / "rollouts.jsonl", "wb") as rollouts, open(out_dir / "calls.jsonl", "wb") as calls, \
