@@ -160,8 +160,10 @@ def test_memory_bomb_spread_over_processes_hits_the_tree_cap(sandbox: Bubblewrap
     assert out.counters["memory_peak_mb"] <= limits.memory_mb
     if out.envelope.status == "SUCCESS":
         assert -9 in out.envelope.dialogue[0]["children"]
-    else:
+    elif out.envelope.status == "FAILED":
         assert "memory limit" in out.envelope.error["message"]
+    else:  # on an oversubscribed machine four interpreter starts can outlast the timeout after the OOM kill
+        assert out.envelope.status == "TIMED_OUT", out.envelope
     _still_works(sandbox, world, fast)
 
 
