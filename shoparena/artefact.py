@@ -1,0 +1,201 @@
+"""What an artefact directory is, and the one check every command makes before it writes to ``--out``.
+
+Each directory a command writes says what it is through the typed manifest it already keeps: a corpus
+(``manifest.json``, format ``shoparena-corpus-export/…``), a training run (``manifest.json``, ``shoparena-train/…``),
+an evaluation (``evaluation.json``), a harness run of ``shoparena run`` (``summary.json`` with its ``config``), a
+reproduction (``reproduce.json``), a loop (``loop.json``), a catalog (``index/``), a bank set (``manifest.json``,
+``shoparena-banks/…``). :func:`identify` reads that (nothing else), and :func:`claim_out` refuses, with exit 2 and a
+hint, to write into another command's artefact, into one made with other settings, into a non-empty directory that
+is no artefact, or into (or around) one of the command's own inputs. :func:`fresh_out` removes what a failed run
+left behind in a directory it created. :func:`relative_to` / :func:`resolve_recorded` keep the paths recorded inside
+an artefact relative to it, so it can be moved or copied and still be read from any working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shoparena.errors import ConfigError
+
+__all__ = ["COMMANDS", "Found", "claim_out", "fresh_out", "identify", "relative_to", "resolve_input",
+           "resolve_recorded"]
+
+COMMANDS: dict[str, str] = {
+    "corpus": "shoparena corpus build", "train": "shoparena train", "evaluation": "shoparena evaluate",
+    "harness-run": "shoparena run", "reproduction": "shoparena reproduce", "loop": "shoparena loop",
+    "demo": "shoparena demo", "catalog": "shoparena catalog", "banks": "shoparena banks",
+}
+"""Artefact kind → the command that writes it (named in the refusals)."""
+
+_MANIFEST_FORMATS = {"shoparena-corpus-export": "corpus", "shoparena-train": "train", "shoparena-banks": "banks",
+                     "shoparena-evaluation": "evaluation", "shoparena-reproduce": "reproduction",
+                     "shoparena-loop": "loop"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """An artefact directory: its ``kind`` and the manifest body that says so (``None`` for an interrupted run of a
+    command whose manifest is written at the end)."""
+
+    kind: str
+    root: Path
+    body: dict[str, Any] | None = None
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        body = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _by_format(body: dict[str, Any] | None) -> str | None:
+    if body is None:
+        return None
+    kind = body.get("kind")
+    if isinstance(kind, str) and kind in COMMANDS:
+        return kind
+    fmt = body.get("format")
+    return _MANIFEST_FORMATS.get(fmt.split("/")[0]) if isinstance(fmt, str) else None
+
+
+def identify(path: str | os.PathLike[str]) -> Found | None:
+    """The artefact ``path`` holds, from its manifest; ``None`` for a path that is missing, not a directory, or
+    holds no manifest this project writes. Reads only."""
+    root = Path(path)
+    if not root.is_dir():
+        return None
+    for name in ("manifest.json", "evaluation.json", "reproduce.json", "loop.json", "summary.json"):
+        body = _json(root / name) if (root / name).is_file() else None
+        kind = _by_format(body)
+        if kind is None and name == "summary.json" and body is not None and {"config", "summary"} <= set(body):
+            kind = "harness-run"  # written before summaries carried their kind
+        if kind is not None:
+            return Found(kind, root, body)
+    # interrupted runs: the files a command writes first, before its manifest
+    if (root / "split.json").is_file():
+        return Found("corpus", root)
+    if (root / "episodes.partial.jsonl").is_file():
+        return Found("harness-run", root)
+    if (root / "models").is_dir() and (root / "evaluate.log").is_file():
+        return Found("evaluation", root)
+    if (root / "train.log").is_file() or (root / "base" / "config.json").is_file():
+        return Found("train", root)
+    if (root / "index" / "meta.json").is_file():
+        return Found("catalog", root)
+    return None
+
+
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def _within(a: Path, b: Path) -> bool:
+    """Whether ``a`` is ``b`` or lies under it."""
+    return a == b or b in a.parents
+
+
+def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[str, str | os.PathLike[str] | None]]
+              = (), differs: Callable[[Found], list[str]] | None = None, resume: bool = False, force: bool = False,
+              again: str | None = None, ignore: Sequence[str] = ()) -> Found | None:
+    """Check ``out`` before a command that writes a ``kind`` artefact there writes anything; returns what ``out``
+    already holds (``None``: nothing), after ``force`` removed one made with other settings.
+
+    Refused (:class:`ConfigError`, exit 2, with a hint): ``out`` is a file; ``out`` is, contains or lies inside
+    one of ``inputs`` (``(flag, path)`` pairs); ``out`` is another command's artefact; ``out`` is a non-empty
+    directory that is no artefact (``ignore``: names a command may find there first, its log); ``out`` holds a
+    ``kind`` artefact for which ``differs(found)`` names settings that differ from this run's — unless ``force``
+    (it is removed and the run starts afresh). ``again`` is the command line that continues the run in ``out``
+    with ``--resume``."""
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--out {root} is a file", hint="pass a directory")
+    where = root.resolve()
+    for flag, given in inputs:
+        if given is None:
+            continue
+        src = Path(given).resolve()
+        if _within(where, src) or _within(src, where):
+            rel = "is" if where == src else ("lies inside" if _within(where, src) else "contains")
+            raise ConfigError(f"--out {root} {rel} the input {flag} {given}",
+                              hint="write to another --out, outside the command's inputs")
+    if not root.is_dir() or not any(p.name not in ignore for p in root.iterdir()):
+        return None
+    found = identify(root)
+    command = COMMANDS[kind]
+    if found is None:
+        raise ConfigError(f"--out {root} is not empty and holds no {kind} (nothing there says what it is)",
+                          hint=f"choose an empty or new --out for {command}")
+    if found.kind != kind:
+        raise ConfigError(f"--out {root} holds {_a(found.kind)} (written by `{COMMANDS[found.kind]}`), not "
+                          f"{_a(kind)}", hint=f"choose another --out for {command}; it would overwrite the {found.kind}")
+    changed = differs(found) if differs is not None else []
+    if changed:
+        if force:
+            shutil.rmtree(root)
+            return None
+        cont = f" (`{again}` continues it with its own settings)" if again else ""
+        raise ConfigError(f"--out {root} holds {_a(kind)} made with other settings: {', '.join(changed)}",
+                          hint=f"run it again with the settings it was made with{cont}, choose another --out, or "
+                               "pass --force to replace it")
+    return found
+
+
+class fresh_out:
+    """Around a command's work: when it fails, the directories it created for ``out`` (``--out a/b`` may create
+    ``a`` too; noted when this is made, so make it before the command creates anything) are removed if nothing in
+    them but empty files and directories (a log never written to) is left — a failed run leaves no empty directory
+    behind."""
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        top = Path(out).absolute()
+        self.top: Path | None = None
+        if not top.exists():
+            while not top.parent.exists():
+                top = top.parent
+            self.top = top
+
+    def __enter__(self) -> fresh_out:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None and self.top is not None and self.top.is_dir() and _hollow(self.top):
+            shutil.rmtree(self.top, ignore_errors=True)
+
+
+def _hollow(root: Path) -> bool:
+    return all(p.is_dir() or (p.is_file() and p.stat().st_size == 0) for p in root.rglob("*"))
+
+
+def relative_to(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
+    """``path`` as recorded inside the artefact at ``root``: relative to ``root`` (POSIX separators, ``..`` where it
+    lies outside), so the artefact keeps working when moved or copied together with what it points at."""
+    return Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
+
+
+def resolve_recorded(recorded: str | os.PathLike[str], root: str | os.PathLike[str]) -> Path:
+    """A path read from the artefact at ``root``: absolute as it stands (older artefacts recorded absolute paths),
+    otherwise relative to ``root``."""
+    p = Path(recorded)
+    return p if p.is_absolute() else Path(root) / p
+
+
+def resolve_input(recorded: str | os.PathLike[str], root: str | os.PathLike[str]) -> Path:
+    """An input an artefact at ``root`` records (its bank, catalog, rollout file): absolute as it stands; relative
+    to ``root`` as artefacts record them now; for older artefacts, which recorded the path as given on their
+    command line, relative to the working directory or to ``root``'s parent when that is where it exists."""
+    p = Path(recorded)
+    if p.is_absolute():
+        return p
+    for cand in (Path(root) / p, p, Path(root).parent / p):
+        if cand.exists():
+            return cand
+    return Path(root) / p
