@@ -30,7 +30,9 @@ __all__ = [
     "save_stage",
     "stage_key",
     "stage_key_matches",
+    "stage_model_dir",
     "trainer_args",
+    "weights_changed",
     "write_stage",
 ]
 
@@ -86,12 +88,14 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
     return int(tail) if tail.isdigit() and Path(path).name != tail else None
 
 
-def last_checkpoint(out_dir: Path) -> str | None:
+def last_checkpoint(out_dir: Path, before: int | None = None) -> str | None:
     """The newest complete ``checkpoints/checkpoint-N`` under ``out_dir`` (one with its ``trainer_state.json``;
-    None when there is none)."""
+    None when there is none). ``before``: the stage's ``max_steps`` — only a checkpoint short of it is resumed
+    from, since a trainer resumed at its last step takes one more (a stage of 6 steps would end at 7, then 8)."""
     root = Path(out_dir) / "checkpoints"
     found = sorted((p for p in root.glob("checkpoint-*")
-                    if checkpoint_step(p) is not None and (p / "trainer_state.json").is_file()),
+                    if checkpoint_step(p) is not None and (p / "trainer_state.json").is_file()
+                    and (before is None or checkpoint_step(p) < before)),  # type: ignore[operator]
                    key=checkpoint_step) if root.is_dir() else []
     return str(found[-1]) if found else None
 
@@ -106,11 +110,29 @@ def checkpoint_sha256(model_dir: str | os.PathLike[str]) -> str:
 
 
 def write_stage(out_dir: Path, result: StageResult) -> StageResult:
-    """Atomically write ``out_dir/stage.json``."""
+    """Atomically write ``out_dir/stage.json``, its ``model_dir`` relative to ``out_dir`` (the stage directory can
+    be moved or copied with its run); returns the result with ``model_dir`` absolute, as the next stage loads it."""
+    from shoparena.artefact import relative_to
+
+    model_dir = Path(result.model_dir).resolve()
+    on_disk = result.model_copy(update={"model_dir": Path(relative_to(model_dir, out_dir))})
     tmp = out_dir / (STAGE_FILE + ".tmp")
-    tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(on_disk.model_dump_json(indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out_dir / STAGE_FILE)
-    return result
+    return result.model_copy(update={"model_dir": model_dir})
+
+
+def stage_model_dir(out_dir: str | os.PathLike[str], recorded: str | os.PathLike[str]) -> Path:
+    """Where the checkpoint a ``stage.json`` in ``out_dir`` records lies: relative to the stage directory; an absolute
+    path (written before stage files recorded relative ones) that names another stage directory's ``model/`` is
+    taken to mean this one's, so a copied run is checked against its own weights, never the original's."""
+    from shoparena.artefact import resolve_recorded
+
+    root = Path(out_dir).resolve()
+    path = resolve_recorded(recorded, root)
+    if Path(recorded).is_absolute() and path.parent != root and (root / path.name).exists():
+        return root / path.name
+    return path
 
 
 KEY_FILE = "stage-key.txt"
@@ -157,6 +179,7 @@ def load_stage(out_dir: str | os.PathLike[str], key: str | None = None) -> Stage
         return None
     try:
         result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
+        result = result.model_copy(update={"model_dir": stage_model_dir(out_dir, result.model_dir)})
         if key is not None and result.key_sha256 is not None and result.key_sha256 != key:
             return None
         if checkpoint_sha256(result.model_dir) != result.checkpoint_sha256:
@@ -164,6 +187,19 @@ def load_stage(out_dir: str | os.PathLike[str], key: str | None = None) -> Stage
     except (ValueError, OSError, DataError):
         return None
     return result
+
+
+def weights_changed(out_dir: str | os.PathLike[str]) -> bool:
+    """Whether the stage in ``out_dir`` says it finished (``stage.json``) but the weights under it no longer hash to
+    what it recorded (edited, truncated, or missing): ``--resume`` trains such a stage again and says so."""
+    path = Path(out_dir) / STAGE_FILE
+    try:
+        result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
+        return checkpoint_sha256(stage_model_dir(out_dir, result.model_dir)) != result.checkpoint_sha256
+    except FileNotFoundError:
+        return False
+    except (ValueError, OSError, DataError):
+        return True
 
 
 def loss_metrics(log_history: list[dict[str, Any]], key: str = "loss") -> dict[str, Any]:

@@ -233,7 +233,7 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
                                                                                           episodes),
                           callbacks=trainer_callbacks("grpo", progress, callbacks))
     quiet(trainer)
-    resumed = last_checkpoint(out_dir) if resume else None
+    resumed = last_checkpoint(out_dir, before=config.max_steps) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
     log = trainer.state.log_history
     metrics: dict[str, Any] = {"prompts": len(env.rows), "duplicate_prompts_dropped": env.duplicates,

@@ -353,7 +353,7 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     trainer = quiet(KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                                processing_class=tokenizer, peft_config=peft_config(config),
                                callbacks=trainer_callbacks("kto", progress, [stop, *callbacks])))
-    resumed = last_checkpoint(out_dir) if resume else None
+    resumed = last_checkpoint(out_dir, before=config.max_steps) if resume else None
     trainer.train(resume_from_checkpoint=resumed)
     # tokens of the rows this process stepped over (prompt + judged turn: TRL's count, which restarts in a resumed
     # process); the dataset's total would count the rows an early stop never reached

@@ -143,7 +143,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
     log_path = run_dir / "log.jsonl"
-    last = last_checkpoint(run_dir) if resume else None
+    last = last_checkpoint(run_dir, before=config.max_steps) if resume else None
     if last is None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         log_path.unlink(missing_ok=True)
