@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shoparena.artefact import claim_out
 from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.evaluate.reproduce.matrix import Matrix, Profile, get_profile, load_matrix
 from shoparena.evaluate.reproduce.results import RESULTS_FORMAT, partition_results, render_results
@@ -130,6 +131,7 @@ def _refuse(root: Path, cfg: Table1Config, body: dict[str, Any]) -> bool:
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--out {root} is a file", hint="pass a directory")
     if root.is_dir() and any(p.name != LOG_FILE for p in root.iterdir()):  # the command opens its log first
+        claim_out(root, "reproduction", ignore=(LOG_FILE,))  # another command's artefact, or none at all
         run_file = root / RUN_FILE
         if not run_file.is_file():
             raise ConfigError(f"--out {root} is not empty and holds no reproduction ({RUN_FILE} missing)",
