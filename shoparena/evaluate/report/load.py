@@ -99,9 +99,11 @@ def load_train(path: Path) -> dict[str, Any]:
 
 
 def _default_corpus(train_file: Path, corpus: str) -> Path | None:
-    """``<corpus>/manifest.json`` as given, else relative to the training manifest's folder or one above it."""
+    """``<corpus>/manifest.json`` relative to the training manifest's folder (as runs record it), else as given (older
+    runs recorded it relative to the working directory), else relative to a folder above."""
     rel = Path(corpus)
-    candidates = [rel] if rel.is_absolute() else [rel, *(d / rel for d in train_file.resolve().parents)]
+    candidates = [rel] if rel.is_absolute() else [*(d / rel for d in train_file.resolve().parents[:1]), rel,
+                                                  *(d / rel for d in train_file.resolve().parents[1:])]
     for c in candidates:
         if (c / "manifest.json").is_file():
             return c / "manifest.json"
