@@ -162,6 +162,27 @@ def test_a_sandbox_that_always_dies_gives_infrastructure_outcomes(world: World, 
     assert not processes_with_uid_in(UID_BASE)
 
 
+@pytest.mark.parametrize("backend", _backends())
+def test_an_agent_that_kills_its_executor_is_charged_not_excused(world: World, backend: str, tmp_path: Path) -> None:
+    """Code of the agent (here: at import, in the zygote) can signal the executor, which shares its uid: every
+    sandbox dying after the agent's code started is the agent's FAILED, never an infrastructure outcome that would
+    spare it a score."""
+    f = tmp_path / "killer.py"
+    f.write_text("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n\ndef agent_main(p):\n    return []\n")
+    sandbox = _counting(_sandbox(backend))
+    problems = _problems("a", "b")
+    outs = {o.envelope.problem_id: o for o in sandbox.run(f, problems, gateway_socket=world.socket,
+                                                         env_for=world.env_for, limits=LIMITS, workers=2)}
+    for pid in outs:
+        world.calls(pid)
+    assert set(outs) == {p["problem_id"] for p in problems}
+    for out in outs.values():
+        assert out.envelope.status == "FAILED" and not out.infra_failure, out.envelope.error
+        assert "after the agent's code had started" in out.envelope.error["message"]
+    assert sandbox.launches == RETRIES + 1
+    assert not processes_with_uid_in(UID_BASE)
+
+
 _BESIDE = """
 import json, sys
 from shoparena.validator.sandbox import SandboxLimits, get_sandbox

@@ -12,11 +12,13 @@ past the deadline, the problems it had not finished are still reported: ``TIMED_
 ``FAILED`` (``SandboxError``) otherwise. The host also checks each problem's wall time against the per-problem
 timeout by its own clock. Closing the iterator kills the sandbox.
 
-A sandbox that dies on its own (killed from outside, failed to start, launch error) is the validator's failure,
-not the agent's: the problems it had not finished run again in a fresh sandbox, at most :data:`RETRIES` more times
-(those that were running when a sandbox died first, one at a time). Only the agent's own doing is charged to it: a
-death by the batch's memory cap (an OOM kill in the executor's group), or a problem that was running each time two
-sandboxes died under it. What still has no outcome after the last retry is reported with
+A sandbox that dies on its own (killed from outside, failed to start, launch error) is presumed the validator's
+failure: the problems it had not finished run again in a fresh sandbox, at most :data:`RETRIES` more times (those
+that were running when a sandbox died first, one at a time). The agent is charged (``FAILED``, ``SandboxError``)
+only with what it can have done: a death by the batch's memory cap (an OOM kill in the executor's group); a problem
+that was running each time two sandboxes died under it; or a problem whose every sandbox died after the agent's
+code had started (its processes share the executor's uid and can signal it, so no one outside can tell such a death
+from a kill by the machine). What still has no outcome after the last retry is reported with
 :attr:`Outcome.infra_failure` set, which scoring and records never count as the agent's.
 """
 
@@ -92,6 +94,9 @@ def run_batch(backend: BatchBackend, agent: bytes, problems: Sequence[dict[str, 
     ones), as they finish (see the module docstring). ``env_for`` is asked again for a problem that is retried."""
     pending = list(problems)
     died_under: dict[str, int] = {}
+    """Problem → how many sandboxes died while it was running."""
+    deaths: dict[str, list[bool]] = {}
+    """Problem → for each sandbox that died before giving its outcome: whether the agent's code had started there."""
     for attempt in range(retries + 1):
         suspects = [p for p in pending if died_under.get(p["problem_id"])]
         rest = [p for p in pending if not died_under.get(p["problem_id"])]
@@ -100,21 +105,27 @@ def run_batch(backend: BatchBackend, agent: bytes, problems: Sequence[dict[str, 
         for group, n in ((suspects, 1), (rest, workers)):
             if not group:
                 continue
+            agent_ran: dict[str, bool] = {}
             with closing(_one_batch(backend, agent, group, env_for, address, gateway_socket, limits, n,
-                                    problem_cgroups)) as outs:
+                                    problem_cgroups, agent_ran)) as outs:
                 for out in outs:
                     pid = out.envelope.problem_id
                     if not out.infra_failure:
                         yield out
                         continue
+                    deaths.setdefault(pid, []).append(agent_ran.get(pid, False))
                     if out.started_at is not None:
                         died_under[pid] = died_under.get(pid, 0) + 1
                     if died_under.get(pid, 0) >= 2:
-                        yield _charged(out)
-                    elif attempt == retries:
-                        yield out
-                    else:
+                        yield _charged(out, "this problem was running each time: twice in a row, the second time "
+                                            "alone")
+                    elif attempt < retries:
                         again.append(next(p for p in group if p["problem_id"] == pid))
+                    elif all(deaths[pid]):  # the agent's processes can signal their executor: no outsider's proof
+                        yield _charged(out, f"each of the {len(deaths[pid])} sandboxes died after the agent's code "
+                                            "had started")
+                    else:
+                        yield out
         if not again:
             return
         _log.warning("batch sandbox of %s died; %d problem(s) run again in a fresh sandbox (retry %d of %d)",
@@ -122,23 +133,23 @@ def run_batch(backend: BatchBackend, agent: bytes, problems: Sequence[dict[str, 
         pending = again
 
 
-def _charged(out: Outcome) -> Outcome:
-    """An infrastructure-looking death the agent caused: its problem ran each time a sandbox died under it."""
+def _charged(out: Outcome, why: str) -> Outcome:
+    """A sandbox death the agent is held to (``why``): its envelope is the agent's ``FAILED`` outcome."""
     error = dict(out.envelope.error or {})
-    error["message"] = (error.get("message", "") + " (this problem was running each time: twice in a row, the "
-                        "second time alone)")[:2000]
+    error["message"] = (error.get("message", "") + f" ({why})")[:2000]
     return out.model_copy(update={"infra_failure": False,
                                   "envelope": out.envelope.model_copy(update={"error": error})})
 
 
 def _one_batch(backend: BatchBackend, agent: bytes, problems: Sequence[dict[str, Any]],
                env_for: Callable[[str], dict[str, str]], address: str, gateway_socket: Path, limits: SandboxLimits,
-               workers: int, problem_cgroups: bool) -> Iterator[Outcome]:
-    """Outcomes of ``problems`` run in one sandbox of ``backend``, as they finish."""
+               workers: int, problem_cgroups: bool, agent_ran: dict[str, bool]) -> Iterator[Outcome]:
+    """Outcomes of ``problems`` run in one sandbox of ``backend``, as they finish; ``agent_ran`` gets, for each
+    problem given an infrastructure outcome, whether the agent's code had started in the sandbox."""
     results: queue.Queue[Outcome | None] = queue.Queue()
     cancel = threading.Event()
     batch = _Batch(backend, agent, list(problems), env_for, address, gateway_socket, limits,
-                   max(1, min(workers, len(problems))), problem_cgroups, results, cancel)
+                   max(1, min(workers, len(problems))), problem_cgroups, results, cancel, agent_ran)
     thread = threading.Thread(target=batch.run, daemon=True, name="sandbox-batch")
     thread.start()
     try:
@@ -153,11 +164,12 @@ class _Batch:
     def __init__(self, backend: BatchBackend, agent: bytes, problems: list[dict[str, Any]],
                  env_for: Callable[[str], dict[str, str]], address: str, gateway_socket: Path,
                  limits: SandboxLimits, workers: int, problem_cgroups: bool, results: queue.Queue[Outcome | None],
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event, agent_ran: dict[str, bool] | None = None) -> None:
         self.backend, self.agent, self.problems, self.env_for = backend, agent, problems, env_for
         self.socket = gateway_socket
         self.address, self.limits, self.workers, self.want_leaves = address, limits, workers, problem_cgroups
         self.results, self.cancel = results, cancel
+        self.agent_ran = agent_ran if agent_ran is not None else {}
         self.started: dict[int, tuple[float, float]] = {}
         self.emitted: set[int] = set()
         self.leaf_enforced: dict[int, dict[str, str]] = {}
@@ -378,6 +390,8 @@ class _Batch:
             if index in self.emitted:
                 continue
             self.emitted.add(index)
+            if infra:  # the executor forks the agent's zygote right after its ready mark
+                self.agent_ran[problem["problem_id"]] = self.ready_wall is not None
             started = index in self.started
             envelope = Envelope(problem_id=problem["problem_id"], execution_time=0.0, error=error,
                                 status=status if started or status == "FAILED" else "FAILED")  # type: ignore[arg-type]

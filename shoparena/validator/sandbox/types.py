@@ -82,9 +82,9 @@ class Outcome(BaseModel):
     """Kernel counters read after the run where available: ``pids_peak``, ``pids_max_hits``, ``memory_peak_mb``,
     ``oom_kills``."""
     infra_failure: bool = False
-    """The sandbox itself failed under this problem (it died without the agent's doing, was killed from outside, or
-    never started), in every fresh sandbox it was retried in: the envelope is the validator's failure, not the
-    agent's outcome, and scoring and records never count it as the agent's."""
+    """The sandbox itself failed under this problem (killed from outside, never started) in every fresh sandbox it
+    was retried in, at least once before the agent's code had started: the envelope is the validator's failure,
+    not the agent's outcome, and scoring and records never count it as the agent's."""
 
 
 class Sandbox(Protocol):
