@@ -127,6 +127,23 @@ def test_failures_are_retried_until_x_is_unreachable() -> None:
     assert (v.state, v.state_reason) == ("DISCARDED", "EVALUATION_FAILED")
 
 
+def test_a_run_whose_sandbox_failed_gives_its_slot_back_instead_of_failing_the_agent() -> None:
+    arena, _, _ = _arena_with_versions("sqlite://", 1)  # X = 2 of Y = 3: two failures would discard the agent
+    for validator in ("val-a", "val-b"):
+        w = arena.claim_work(validator)
+        assert w is not None
+        r = arena.complete(w.eval_run_id, validator, failed("sandbox_unavailable: the sandbox failed on 5 of 5 "
+                                                            "problems (not the agent's doing)"))
+        assert r.status == "FAILED" and not r.work_item.is_closed and r.work_item.failures == 0
+    c, d = arena.claim_work("val-c"), arena.claim_work("val-d")  # the slots went back to the queue
+    assert c and d and arena.claim_work("val-a") is None  # not to the validator whose sandbox failed
+    arena.complete(c.eval_run_id, "val-c", ok(0.8))
+    r = arena.complete(d.eval_run_id, "val-d", ok(0.6))
+    assert r.work_item.is_closed and r.work_item.status == "DONE" and r.final_score == pytest.approx(0.7)
+    v = arena.versions(c.miner_hotkey, c.agent_id)[0]
+    assert v.state == "ELIGIBLE"
+
+
 def test_below_threshold_is_discarded() -> None:
     arena, _, _ = _arena_with_versions("sqlite://", 1, threshold_floor=0.3)
     a, b = arena.claim_work("val-a"), arena.claim_work("val-b")

@@ -1,7 +1,9 @@
 """The validator work queue (docs/arena.md §6): work items with X-of-Y validator agreement, leases, the reaper.
 
 A work item asks for ``required_successes`` (X) successful runs from distinct validators of one agent version on
-one suite; it fails once more than ``max_attempts − X`` runs failed (Y attempts in all). Each claim creates an
+one suite; it fails once more than ``max_attempts − X`` runs failed (Y attempts in all). A run the validator failed
+on its own side (``failure_reason`` ``sandbox_unavailable: …``: its sandbox never ran the agent) is no failure of the
+agent's: like a lapsed lease, it gives its slot back to the queue for another validator. Each claim creates an
 ``eval_runs`` row holding a lease until ``lease_expires_at``; heartbeats renew it. A lease the clock has passed is
 EXPIRED (by the reaper, or on the spot when its holder calls): the slot returns to the queue and the late
 validator's heartbeat / complete get ``LeaseExpired``. Counters on the item (``active_leases``, ``successes``,
@@ -36,11 +38,14 @@ from shoparena.arena.state.types import (
     ProblemProgress,
     WorkItemStatus,
 )
+from shoparena.validator.core import SANDBOX_UNAVAILABLE
 
 __all__ = ["cancel_items", "claim", "complete", "create_item", "heartbeat", "progress", "reap", "set_state"]
 
 PRIORITY = {"RACE": 10, "QUALIFYING": 0}
 HOLDING = ("RUNNING", "SUCCESS", "FAILED")  # a validator with such a run on an item may not claim it again
+VALIDATORS_OWN = (f"{SANDBOX_UNAVAILABLE}:",)
+"""``failure_reason`` prefixes of runs that failed on the validator's side, never counted against the agent."""
 
 
 def set_state(conn: Connection, version_id: str, state: str, now: float, reason: str | None = None,
@@ -175,6 +180,7 @@ def complete(conn: Connection, run_id: str, validator: str, req: CompleteRequest
     n_problems = len(conn.execute(select(suites.c.problem_ids).where(suites.c.suite_id == item.suite_id))
                      .scalar_one())
     success = req.terminal_status == "SUCCESS"
+    ours = not success and (req.failure_reason or "").startswith(VALIDATORS_OWN)
     if success:
         if req.validator_score is None or not 0.0 <= req.validator_score <= 1.0:
             raise Invalid("a SUCCESS run needs validator_score in [0, 1]")
@@ -194,7 +200,8 @@ def complete(conn: Connection, run_id: str, validator: str, req: CompleteRequest
         validator_run_id=req.validator_run_id, sandbox_metadata=req.sandbox_metadata))
     w = work_items.c
     conn.execute(update(work_items).where(w.work_item_id == item.work_item_id).values(
-        active_leases=w.active_leases - 1, successes=w.successes + int(success), failures=w.failures + int(not success)))
+        active_leases=w.active_leases - 1, successes=w.successes + int(success),
+        failures=w.failures + int(not success and not ours)))
     event(conn, now, "RUN_SUCCESS" if success else "RUN_FAILED", "eval_run", run_id,
           work_item_id=item.work_item_id, score=req.validator_score, reason=req.failure_reason)
     item = conn.execute(select(work_items).where(w.work_item_id == item.work_item_id)).one()
