@@ -25,10 +25,12 @@ import pytest
 
 from shoparena.catalog.directory import create_catalog
 from shoparena.catalog.synthetic import generate_catalog
+from shoparena.errors import BackendError
 from shoparena.store import open_store
 from shoparena.tasks.generator import generate_problems
 from shoparena.validator import core
 from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
+from shoparena.validator.run import PARTIAL, RunConfig, run_agents
 from shoparena.validator.sandbox import Outcome, SandboxLimits, get_sandbox, paths
 from shoparena.validator.sandbox.base import RETRIES
 from shoparena.validator.sandbox.bwrap import BubblewrapSandbox
@@ -183,6 +185,32 @@ def test_an_agent_that_kills_its_executor_is_charged_not_excused(world: World, b
     assert not processes_with_uid_in(UID_BASE)
 
 
+@pytest.mark.parametrize("backend", _backends())
+def test_a_per_problem_sandbox_that_never_starts_is_retried_then_the_validators_failure(
+        world: World, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-problem mode: the sandbox's interpreter cannot open the entry (it exits before the agent's code could
+    run), so each problem is tried in RETRIES + 1 fresh sandboxes and ends an infrastructure outcome."""
+    monkeypatch.setattr(paths, "ENTRY", tmp_path / "missing-entry.py")
+    asked: list[str] = []
+
+    def env_for(problem_id: str) -> dict[str, str]:
+        asked.append(problem_id)
+        return world.env_for(problem_id)
+
+    problems = _problems("search", "sleep:0")
+    outs = {o.envelope.problem_id: o for o in _sandbox(backend).run(
+        agent("mixed"), problems, gateway_socket=world.socket, env_for=env_for,
+        limits=LIMITS.model_copy(update={"mode": "per_problem"}), workers=2)}
+    for pid in outs:
+        world.calls(pid)
+    assert set(outs) == {p["problem_id"] for p in problems}
+    for out in outs.values():
+        assert out.infra_failure and out.envelope.error["type"] == "SandboxError", out.envelope.error
+        assert "did not start" in out.envelope.error["message"]
+    assert sorted(asked) == sorted([p["problem_id"] for p in problems] * (RETRIES + 1))
+    assert not processes_with_uid_in(UID_BASE)
+
+
 _BESIDE = """
 import json, sys
 from shoparena.validator.sandbox import SandboxLimits, get_sandbox
@@ -260,3 +288,21 @@ def test_an_evaluation_whose_sandbox_always_dies_never_lowers_the_agents_score(
     assert again.eval_run_id == broken.eval_run_id and again.status == "SUCCESS" and again.records_written == 3
     assert fresh.status == "SUCCESS" and fresh.successful_problems > 0
     assert (again.final_score, again.success_rate) == (fresh.final_score, fresh.success_rate)
+
+
+def test_a_run_whose_sandbox_always_dies_keeps_no_episode_and_resumes(
+        catalog_world: tuple[Path, list], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog, problems = catalog_world
+    config = RunConfig(agent=str(Path(core.__file__).parents[1] / "agents" / "react.py"), seed=3, timeout_s=60,
+                       concurrency=2)
+    healthy = core.open_sandbox
+    monkeypatch.setattr(core, "open_sandbox", lambda *_a: _counting(ProcessSandbox(), kill_at_launch=True))
+    with pytest.raises(BackendError, match="the sandbox failed on 3 episode") as caught:
+        run_agents(catalog, problems, config, tmp_path / "run")
+    assert caught.value.exit_code == 5 and "--resume" in (caught.value.hint or "")
+    assert len((tmp_path / "run" / PARTIAL).read_text().splitlines()) == 1  # the header: no episode was written
+    assert not (tmp_path / "run" / "summary.json").exists()
+    monkeypatch.setattr(core, "open_sandbox", healthy)
+    resumed = run_agents(catalog, problems, config, tmp_path / "run", resume=True)
+    fresh = run_agents(catalog, problems, config, tmp_path / "fresh")
+    assert (resumed.asr, resumed.statuses) == (fresh.asr, fresh.statuses) and sum(fresh.statuses.values()) == 3
