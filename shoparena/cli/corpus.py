@@ -146,5 +146,11 @@ def render(report: Any) -> None:
         + f"; rows {report.split['rows']}; guard proof {report.split['proof']}")
     for name, e in report.exports.items():
         files = sorted({f.split("/")[0] + ("/" if "/" in f else "") for f in e.get("files", {})})
-        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(files)}")
+        rejected = (e.get("report") or {}).get("rejected") or {}
+        why = "" if e.get("rows") or not rejected else " (none kept: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(rejected.items(), key=lambda kv: -kv[1])) + ")"
+        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(files)}{why}")
+        if rejected.get("no_ground_truth"):
+            console.print("  [yellow]the problems came from the store's records, which hold no ground truth: "
+                          "pass --banks DIR or --problems FILE for GRPO prompts[/]")
     console.print(f"[dim]manifest: {report.manifest}[/]")

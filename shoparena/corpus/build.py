@@ -263,7 +263,7 @@ def build_corpus(
                   manifest=manifest, partition="train"),
         write_grpo(sft_rows["train"], {p: by_id[p] for p in manifest.partitions["train"].problems if p in by_id},
                    out_dir, name="grpo_train", require_success=cfg.grpo_require_success, manifest=manifest,
-                   partition="train"),
+                   partition="train", ground_truth=problems is not None or banks is not None),
     ]
     exported = {t.traj_id: t for part in (sft_rows, pref_rows) for rows_ in part.values() for t in rows_}
     write_jsonl(out_dir / "provenance.jsonl", (_provenance(exported[k]) for k in sorted(exported)))
