@@ -173,6 +173,7 @@ def build_corpus(
     :class:`~shoparena.errors.LeakError` before anything is written.
 
     ``progress(description, total)`` may return an ``advance(n)`` callable (the CLI's progress bar)."""
+    from shoparena.artefact import relative_to
     from shoparena.corpus.export import jsonable, write_grpo, write_kto, write_manifest, write_sft
     from shoparena.corpus.normalize import iter_rollouts, iter_store
     from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
@@ -213,12 +214,16 @@ def build_corpus(
         if index is not None and by_id:
             stream = _score_rows(stream, by_id, index)
         result = run_filters(tap(stream), cfg.filter, known_ids=known)
-        source = {"kind": "rollouts", "file": os.fspath(rollouts), "lines": normalize.seen}
+        source = {"kind": "rollouts", "file": relative_to(rollouts, out_dir),  # type: ignore[arg-type]
+                  "lines": normalize.seen}
     if by_id is None:
         by_id = tap.views
         source["problems"] = "from records"
     else:
-        source["problems"] = os.fspath(problems or banks)  # type: ignore[arg-type]
+        source["problems"] = relative_to(problems or banks, out_dir)  # type: ignore[arg-type]
+
+    if catalog is not None:  # the catalog the harness stages search (`shoparena train` finds it here)
+        source["catalog"] = relative_to(catalog, out_dir)
 
     # 3. rewrite axis-B rows into agentic form; the rewrites pass the same format gate and ranking
     rewrite_reports: list[StageReport] = []
@@ -241,7 +246,7 @@ def build_corpus(
         manifest = SplitManifest.load(split)
         frozen = manifest.group_of()
         proof = verify_split(manifest, {pid: p for pid, p in by_id.items() if pid in frozen})
-        source["split"] = os.fspath(split)
+        source["split"] = relative_to(split, out_dir)
     else:
         split_cfg = cfg.split or SplitConfig(seed=cfg.seed)
         if static_names:
