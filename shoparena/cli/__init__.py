@@ -119,7 +119,17 @@ def _click_error(exc: Exception) -> tuple[str, str | None, int]:
     if ctx is not None:
         hint = f"see `{ctx.command_path} --help`"
     code = getattr(exc, "exit_code", ConfigError.exit_code)
+    if _missing_path(exc):  # a file or directory named on the command line that is not there (README: exit 4)
+        return message, "check the path", NotFoundError.exit_code
     return message, hint, code if isinstance(code, int) and code else ConfigError.exit_code
+
+
+def _missing_path(exc: Exception) -> bool:
+    """Whether ``exc`` is typer's refusal of a path parameter declared ``exists=True`` that does not exist."""
+    import re
+
+    return type(exc).__name__ == "BadParameter" and re.fullmatch(
+        r"(path|file|directory) '.*' does not exist\.", str(getattr(exc, "message", "")), re.S) is not None
 
 
 def main(argv: list[str] | None = None) -> None:

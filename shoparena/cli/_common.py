@@ -150,6 +150,41 @@ def output_file(path: Path, flag: str = "--out", *, force: bool = True) -> Path:
     return path
 
 
+def http_url(value: str | None) -> str | None:
+    """A typer callback for a server's base URL: ``http(s)://host[:port]`` (a usage error otherwise, before any
+    request is tried)."""
+    from urllib.parse import urlsplit
+
+    import typer
+
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0 … 65535
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} has a bad port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise typer.BadParameter(f"{value!r} is not an http(s) URL, e.g. http://127.0.0.1:8090")
+    return value
+
+
+def sandbox_name(value: str | None) -> str | None:
+    """A typer callback for ``--sandbox``: a registered sandbox backend (or an alias of one), checked at parsing so
+    that a typo is a usage error before anything is created."""
+    import typer
+
+    from shoparena.errors import closest
+    from shoparena.validator.sandbox import SANDBOXES, sandbox_names
+
+    if value is not None and value not in SANDBOXES:
+        names = sandbox_names()
+        near = closest(value, names)
+        raise typer.BadParameter(f"{value!r} is not a sandbox backend: one of {', '.join(names)}"
+                                 + (f" (did you mean {near!r}?)" if near else ""))
+    return value
+
+
 def one_of(valid: tuple[str, ...]) -> Callable[[Any], Any]:
     """A typer callback for a string option (or a repeatable one): every value must be one of ``valid`` (a usage
     error naming the closest valid value otherwise)."""

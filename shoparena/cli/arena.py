@@ -10,7 +10,16 @@ import typer
 from rich.table import Table
 
 from shoparena.cli import banks as banks_cli
-from shoparena.cli._common import console, err_console, finite, persistent_store, print_json, seed_option
+from shoparena.cli._common import (
+    console,
+    err_console,
+    finite,
+    http_url,
+    persistent_store,
+    print_json,
+    sandbox_name,
+    seed_option,
+)
 
 app = typer.Typer(help="The SN15-style arena: simulation, banks, validators.", no_args_is_help=True)
 app.add_typer(banks_cli.app, name="banks")
@@ -39,7 +48,8 @@ def simulate(
     race_problems: Annotated[int, typer.Option(min=1)] = 50,
     catalog_size: Annotated[int, typer.Option(min=200)] = 3000,
     problems: Annotated[int, typer.Option(min=10, help="Problems in the rotating banks.")] = 450,
-    sandbox: Annotated[str, typer.Option(help="bubblewrap (default) or process (not isolated).")] = "bubblewrap",
+    sandbox: Annotated[str, typer.Option(help="bubblewrap (default) or process (not isolated).",
+                                         callback=sandbox_name)] = "bubblewrap",
     judge: Annotated[str, typer.Option(help="rubric or llm:<model-uri>.")] = "rubric",
     richness_weight: Annotated[float, typer.Option(
         help="Agentic-richness weight of the score in [0, 1] (0 = ORO's scoring; docs/incentives.md).",
@@ -111,7 +121,7 @@ def _f(v: object) -> str:
 
 @app.command("validator")
 def validator(
-    api: Annotated[str, typer.Option("--api", help="Arena API base URL (http://host:port).")],
+    api: Annotated[str, typer.Option("--api", help="Arena API base URL (http://host:port).", callback=http_url)],
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory the problems refer to.")],
     store: Annotated[str, typer.Option("--store", help="Trajectory store URL for this validator's records.",
                                        callback=persistent_store)],
@@ -120,7 +130,7 @@ def validator(
     model: Annotated[str, typer.Option(help="Default model URI agents get.")] = "policy:careful",
     models: Annotated[str, typer.Option(help="Comma list of further allowed model URIs.")]
     = "policy:novice,policy:careful,policy:expert",
-    sandbox: Annotated[str, typer.Option(help="bubblewrap | docker | process.")] = "bubblewrap",
+    sandbox: Annotated[str, typer.Option(help="bubblewrap | docker | process.", callback=sandbox_name)] = "bubblewrap",
     allow_non_hermetic: Annotated[bool, typer.Option("--allow-non-hermetic")] = False,
     judge: Annotated[str, typer.Option(help="rubric or llm:<uri>.")] = "rubric",
     max_items: Annotated[int | None, typer.Option(min=1, help="Stop after this many work items.")] = None,

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from shoparena.cli._common import console, one_of, print_json, seed_option
+from shoparena.cli._common import console, one_of, print_json, sandbox_name, seed_option
 
 
 def loop(
@@ -29,7 +29,8 @@ def loop(
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per held-out problem.")] = 2,
     serve: Annotated[str, typer.Option("--serve", help="hf or llamacpp: how the trained model is served.",
                                        callback=one_of(("hf", "llamacpp")))] = "hf",
-    sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap (default) or process (not isolated).")]
+    sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap (default) or process (not isolated).",
+                                         callback=sandbox_name)]
     = "bubblewrap",
     as_json: Annotated[bool, typer.Option("--json", help="Print loop.json.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library warnings and trainer logs on the "
@@ -40,7 +41,7 @@ def loop(
     held-out problems beside its base, then served and entered into the arena as a new miner for more days."""
     from shoparena.cli._extras import require_extra
     from shoparena.cli._output import library_output
-    from shoparena.evaluate.loop import LoopConfig, render_loop, run_loop
+    from shoparena.evaluate.loop import LoopConfig, check_loop, render_loop, run_loop
 
     require_extra("train", "loop")  # the loop trains: say so before any simulated day
     if serve == "llamacpp":
@@ -48,6 +49,7 @@ def loop(
     cfg = LoopConfig(out=str(out), days=days, race_days=race_days, recipe=recipe, seed=seed, miners=miners,
                      validators=validators, eval_per_bucket=per_bucket, eval_samples=n, serve=serve,  # type: ignore[arg-type]
                      sandbox=sandbox)
+    check_loop(cfg)  # before the log file: a loop that cannot run leaves no directory behind
     with library_output(None if verbose else out / "loop.log", verbose=verbose):
         body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
     if as_json:

@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoparena.cli._common import console, finite, persistent_store, print_json, progress_bar, seed_option
+from shoparena.cli._common import (
+    console,
+    finite,
+    persistent_store,
+    print_json,
+    progress_bar,
+    sandbox_name,
+    seed_option,
+)
 
 
 def validate(
@@ -21,7 +29,8 @@ def validate(
                                        callback=persistent_store)] = "sqlite:///runs/trajectories.db",
     judge: Annotated[str, typer.Option("--judge", help="rubric, or a model URI for the LLM judge (llm:URI,…).")]
     = "rubric",
-    sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap | docker | process (not isolated).")]
+    sandbox: Annotated[str, typer.Option("--sandbox", help="bubblewrap | docker | process (not isolated).",
+                                         callback=sandbox_name)]
     = "bubblewrap",
     allow_non_hermetic: Annotated[bool, typer.Option(
         "--allow-non-hermetic", help="Permit --sandbox process (trusted code only).")] = False,

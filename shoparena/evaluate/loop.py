@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LoopConfig", "run_loop"]
+__all__ = ["LoopConfig", "check_loop", "run_loop"]
 
 ENTRANT = "distilled"
 
@@ -93,6 +93,18 @@ def _store_total(url: str) -> int:
         return int(store.stats().records)
 
 
+def check_loop(cfg: LoopConfig) -> tuple[Any, str]:
+    """What can be checked before any work (nothing written): the sandbox backend is known, the recipe loads and
+    its base checkpoint exists. Returns the recipe and its text; raises the :class:`ShopArenaError` otherwise."""
+    from shoparena.train.recipe import check_base, load_recipe
+    from shoparena.validator.sandbox import SANDBOXES
+
+    SANDBOXES.get(cfg.sandbox)
+    recipe, text = load_recipe(cfg.recipe)
+    check_base(recipe)
+    return recipe, text
+
+
 def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the whole loop into ``cfg.out``; returns the ``loop.json`` body."""
     from shoparena._http import BackgroundServer
@@ -103,10 +115,10 @@ def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) 
     from shoparena.evaluate.report import write_report
     from shoparena.llm.serve import create_app
     from shoparena.llm.types import get_backend
-    from shoparena.train.recipe import load_recipe, run_recipe
+    from shoparena.train.recipe import run_recipe
 
     say = progress or (lambda _m: None)
-    recipe, text = load_recipe(cfg.recipe)  # a bad recipe fails before any simulated day
+    recipe, text = check_loop(cfg)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

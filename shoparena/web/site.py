@@ -14,9 +14,10 @@ from typing import Any
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
 from shoparena.clock import Clock, SystemClock
-from shoparena.db.engine import make_engine, safe_url, sqlite_path
+from shoparena.db.engine import connection_error, make_engine, safe_url, sqlite_path
 from shoparena.errors import ConfigError, NotFoundError
 
 __all__ = ["Site"]
@@ -44,7 +45,12 @@ class Site:
         for name, where in (("--corpus", self.corpus), ("--reports", self.reports)):
             if where is not None and not where.is_dir():
                 raise ConfigError(f"{name} {where} is not a directory", hint="pass an existing directory")
-        tables = set(inspect(self.engine).get_table_names())
+        try:
+            tables = set(inspect(self.engine).get_table_names())
+        except OperationalError as exc:
+            if path is not None:
+                raise
+            raise connection_error(url, exc) from exc  # a server that is down: exit 4, as every store command
         if "trajectory_records" not in tables:
             raise NotFoundError(f"{self.url} holds no trajectory store",
                                 hint="point --store at a database written by shoparena (validate, arena simulate)")

@@ -124,7 +124,7 @@ CASES = [
     Case("n 0", "run --catalog {f}/cat --problems {f}/problems.jsonl --agent react -n 0", USAGE),
     Case("page not a number", "search --catalog {f}/cat violin --page abc", USAGE),
     Case("page 0", "search --catalog {f}/cat violin --page 0", USAGE),
-    Case("missing path", "problems stats {f}/nowhere.jsonl", USAGE),
+    Case("missing path", "problems stats {f}/nowhere.jsonl", NOT_FOUND),
     # values that make no sense
     Case("limit 0", "run --catalog {f}/cat --problems {f}/problems.jsonl --agent react --limit 0", USAGE),
     Case("limit -1", "validate --catalog {f}/cat --problems {f}/problems.jsonl --agent react --limit -1", USAGE),
