@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from shoparena.artefact import fresh_out
 from shoparena.cli._common import console, ms_option, persistent_store, print_json, progress_bar, seed_option
 
 app = typer.Typer(help="Build SFT / KTO / GRPO sets from stored or imported trajectories.", no_args_is_help=True)
@@ -48,6 +49,8 @@ def build(
     never_touch_fraction: Annotated[float, typer.Option("--never-touch-fraction", min=0.0, max=1.0)] = 0.0,
     seed: Annotated[int, seed_option("Seed of the split.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a corpus in --out built with other settings.")
+                     ] = False,
 ) -> None:
     """Normalise, filter, rewrite, split by leak cluster and export; prints per-stage kept / rejected counts."""
     from shoparena.corpus import CorpusConfig, FilterConfig, SplitConfig, build_corpus
@@ -66,13 +69,38 @@ def build(
                             max_length=max_length, tokenizer=tokenizer),
         split=SplitConfig(seed=seed, eval_fraction=eval_fraction, never_touch_fraction=never_touch_fraction),
         seed=seed, rewrite=rewrite)
-    with _bars(not as_json) as progress:
+    _claim(out, cfg, force=force, inputs=[("--from", _sqlite_file(store)), ("--from-rollouts", rollouts),
+                                          ("--catalog", catalog), ("--problems", problems), ("--banks", banks),
+                                          ("--split", split)])
+    with fresh_out(out), _bars(not as_json) as progress:
         report = build_corpus(out, store=store, rollouts=rollouts, catalog=catalog, problems=problems, banks=banks,
                               split=split, config=cfg, query=query, progress=progress)
     if as_json:
         print_json(report.model_dump(mode="json"))
         return
     render(report)
+
+
+def _sqlite_file(url: str | None) -> Path | None:
+    return Path(url.removeprefix("sqlite:///")) if url and url.startswith("sqlite:///") else None
+
+
+def _claim(out: Path, cfg: Any, *, force: bool, inputs: list[tuple[str, Path | None]]) -> None:
+    """Refuse an --out that is another command's artefact, one of the build's inputs, or a corpus built with other
+    filter, split or rewrite settings (unless --force)."""
+    import json
+
+    from shoparena.artefact import Found, claim_out
+    from shoparena.corpus import jsonable
+
+    def differs(found: Found) -> list[str]:
+        was = (found.body or {}).get("filter_config")
+        if not isinstance(was, dict):
+            return []
+        now = json.loads(json.dumps(jsonable(cfg.model_dump(mode="json"))))
+        return [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+
+    claim_out(out, "corpus", inputs=inputs, differs=differs, force=force)
 
 
 class _bars:
@@ -146,5 +174,11 @@ def render(report: Any) -> None:
         + f"; rows {report.split['rows']}; guard proof {report.split['proof']}")
     for name, e in report.exports.items():
         files = sorted({f.split("/")[0] + ("/" if "/" in f else "") for f in e.get("files", {})})
-        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(files)}")
+        rejected = (e.get("report") or {}).get("rejected") or {}
+        why = "" if e.get("rows") or not rejected else " (none kept: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(rejected.items(), key=lambda kv: -kv[1])) + ")"
+        console.print(f"  {name}: {e.get('rows')} rows → {', '.join(files)}{why}")
+        if rejected.get("no_ground_truth"):
+            console.print("  [yellow]the problems came from the store's records, which hold no ground truth: "
+                          "pass --banks DIR or --problems FILE for GRPO prompts[/]")
     console.print(f"[dim]manifest: {report.manifest}[/]")

@@ -14,6 +14,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from shoparena.artefact import fresh_out
 from shoparena.cli._common import console, err_console, finite, one_of, print_json, seed_option
 from shoparena.cli._output import library_output
 
@@ -70,6 +71,8 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print evaluation.json.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show library warnings and logs live instead of "
                                                             "writing them to OUT/evaluate.log.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an evaluation in --out made with other "
+                                                        "settings.")] = False,
 ) -> None:
     """Evaluate models on held-out problems: ASR per bucket / axis, pass@k, pass^k with bootstrap 95 % CIs, and
     paired comparisons (bootstrap of the difference, exact McNemar, minimum detectable difference).
@@ -107,10 +110,13 @@ def evaluate(
     config.baseline_label()  # an unknown label: exit 2 before anything runs
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file", hint="pass a directory (evaluation.json, models/, the report)")
+    _claim(out, config, loaded, catalog=catalog, problems=problems, split=split, reuse=reuse or (),
+           train_manifest=train_manifest, resume=resume, force=force)
+    cleanup = fresh_out(out)  # a failed run removes what it created, when nothing was written there
     out.mkdir(parents=True, exist_ok=True)
     log_file = out / "evaluate.log"
     total = len(config.models) * len(loaded) * n
-    with library_output(log_file, verbose=verbose), \
+    with cleanup, library_output(log_file, verbose=verbose), \
             _progress(total, quiet=as_json, log_file=None if verbose else log_file) as (advance, say):
         body = evaluate_models(catalog, loaded, config, out, resume=resume, reuse=reuse or (), progress=say,
                                advance=advance)
@@ -126,6 +132,30 @@ def evaluate(
         console.print(f"[dim]→ {out}/ ({written}; library messages in {log_file.name})[/]" if not verbose
                       else f"[dim]→ {out}/ ({written})[/]")
     _backend_failures(body)
+
+
+def _claim(out: Path, config: Any, loaded: list[Any], *, catalog: Path, problems: Path | None, split: str | None,
+           reuse: list[Path] | tuple[()], train_manifest: Path | None, resume: bool, force: bool) -> None:
+    """Refuse an --out that is another command's artefact, one of the evaluation's inputs, or an evaluation made
+    with other settings or on other problems (its summary would no longer list the models beside it)."""
+    from shoparena.artefact import Found, claim_out
+
+    ignore = {"concurrency"}  # how fast, not what: a resumed run may use another
+
+    def differs(found: Found) -> list[str]:
+        if found.body is None:
+            return []
+        was, now = found.body.get("config") or {}, config.model_dump(mode="json")
+        changed = [k for k in sorted(set(was) | set(now)) if k not in ignore and was.get(k) != now.get(k)]
+        if (found.body.get("problems") or {}).get("ids") != [p.problem_id for p in loaded]:
+            changed.append("the problems")
+        return changed
+
+    split_dir = Path(split.rpartition(":")[0]) if split and ":" in split else None
+    inputs = [("--catalog", catalog), ("--problems", problems), ("--split", split_dir),
+              ("--train", train_manifest), *(("--reuse", r) for r in reuse)]
+    claim_out(out, "evaluation", inputs=inputs, differs=differs, force=force, ignore=("evaluate.log",),
+              again="the same command with --resume" if not resume else None)
 
 
 @contextlib.contextmanager

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from shoparena.artefact import fresh_out
 from shoparena.cli._common import console, finite, one_of, print_json, progress_bar, seed_option
+
+LATEST = Path("runs/latest")
+"""The default --out: the latest run, replaced by the next one whatever its settings."""
 
 
 def run(
@@ -19,7 +23,7 @@ def run(
     = "policy:expert",
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k up to n).")] = 1,
     seed: Annotated[int, seed_option("Seed of the per-run sampling seeds.")] = 0,
-    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("runs/latest"),
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = LATEST,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0, or 0.7 if n > 1).",
                                                       callback=finite(0.0))] = None,
     concurrency: Annotated[int | None, typer.Option(min=1, help="Problems run at once (default: CPU cores).")]
@@ -34,6 +38,8 @@ def run(
     resume: Annotated[bool, typer.Option("--resume", help="Keep the episodes an interrupted run of the same "
                                                           "settings left in --out; run only the others.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a run in --out made with other settings (the "
+                                                        "default --out, runs/latest, is always replaced).")] = False,
 ) -> None:
     """Run an agent on every problem n times; write rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json.
 
@@ -49,7 +55,8 @@ def run(
     config = RunConfig(agent=agent, model=model, n_samples=n, seed=seed, temperature=temperature,
                        concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
                        score_mode=mode)  # type: ignore[arg-type]
-    with progress_bar(f"{agent} × {model}", len(loaded) * n) as advance:
+    _claim(out, config, catalog=catalog, problems=problems, resume=resume, force=force or out == LATEST)
+    with fresh_out(out), progress_bar(f"{agent} × {model}", len(loaded) * n) as advance:
         summary = run_agents(catalog, loaded, config, out, progress=advance, resume=resume)
     if as_json:
         print_json(summary.model_dump())
@@ -64,3 +71,19 @@ def run(
                   f"{summary.seconds:.1f} s")
     console.print(table)
     console.print(f"[dim]→ {out}/rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json[/]")
+
+
+def _claim(out: Path, config: Any, *, catalog: Path, problems: Path, resume: bool, force: bool) -> None:
+    """Refuse an --out that is another command's artefact, one of the run's inputs, or a run made with other
+    settings (its files would be replaced by episodes of another kind)."""
+    from shoparena.artefact import Found, claim_out
+
+    def differs(found: Found) -> list[str]:
+        was = (found.body or {}).get("config")
+        if not isinstance(was, dict):
+            return []
+        now = config.identity()
+        return [k for k in sorted(now) if k != "concurrency" and was.get(k) != now[k]]
+
+    claim_out(out, "harness-run", inputs=[("--catalog", catalog), ("--problems", problems)], differs=differs,
+              force=force, again="the same command with --resume" if not resume else None)

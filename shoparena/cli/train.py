@@ -41,6 +41,8 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run manifest as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show library warnings and the trainers' per-step logs "
                                                             "on the console instead of OUT/train.log.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a training run in --out made with another recipe, "
+                                                        "corpus or base.")] = False,
 ) -> None:
     """Train: SFT → rejection-sampled re-SFT → teacher SFT → KTO → Dr. GRPO, each stage resumable."""
     import os
@@ -53,22 +55,32 @@ def train(
         spec = spec.model_copy(update={"base": base})
     chosen = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
     if catalog is None:
+        from shoparena.artefact import resolve_input
         from shoparena.corpus import read_manifest
 
         src = (read_manifest(corpus, verify=False).get("sources") or {}) if corpus.is_dir() else {}
         found = src.get("catalog") if isinstance(src, dict) else None
-        catalog = Path(found) if found else None
+        catalog = resolve_input(found, corpus) if isinstance(found, str) and found else None
 
     def finished(result: StageResult, skipped: bool) -> None:
         if not as_json:
             state = "found done (--resume)" if skipped else f"{result.steps} steps, {result.seconds:.1f} s"
             err_console.print(f"[dim]  {result.stage}: {state}[/]")
 
-    with _quiet_run(out, verbose=verbose):
+    _claim(out, corpus=corpus, catalog=catalog, base=spec.base, recipe_text=text, recipe=recipe, resume=resume,
+           force=force)
+    from shoparena.artefact import fresh_out
+
+    with fresh_out(out), _quiet_run(out, verbose=verbose):  # a run refused before any work leaves no directory
         manifest = run_recipe(spec, corpus, out, stages=chosen, resume=resume, catalog_dir=catalog,
                               recipe_text=text, progress=False if as_json else progress_bar, on_stage=finished)
+    for name in manifest.redone:
+        err_console.print(f"[yellow]{name}: the weights under {out / name} no longer matched the hash its stage.json "
+                          "records; the stage was trained again[/]")
     if as_json:
-        print_json(manifest.model_dump(mode="json"))
+        from shoparena.train.recipe import portable
+
+        print_json(portable(manifest, out).model_dump(mode="json"))  # as manifest.json holds it
         return
     table = Table(title=f"train {spec.name} → {out}", title_justify="left")
     for col in ("stage", "steps", "loss first → last", "eval loss", "tokens/s", "seconds", "checkpoint"):
@@ -78,12 +90,39 @@ def train(
         first, last = m.get("loss_first"), m.get("loss_last")
         loss = f"{first:.3f} → {last:.3f}" if first is not None and last is not None else "–"
         ev = f"{m['eval_loss']:.3f}" if m.get("eval_loss") is not None else "–"
-        skipped = " (resumed: done)" if r.stage in manifest.skipped else ""
+        skipped = (" (resumed: done)" if r.stage in manifest.skipped else
+                   " (trained again: its weights had changed)" if r.stage in manifest.redone else "")
         table.add_row(r.stage + skipped, str(r.steps), loss, ev, f"{r.tokens_per_s or 0:.0f}", f"{r.seconds:.1f}",
                       r.checkpoint_sha256[:12])
     console.print(table)
     console.print(f"final model: hf:{manifest.final_model}  (manifest: {out / 'manifest.json'}, log: "
                   f"{out / LOG_FILE})")
+
+
+def _claim(out: Path, *, corpus: Path, catalog: Path | None, base: str, recipe_text: str, recipe: str,
+           resume: bool, force: bool) -> None:
+    """Refuse an --out that is another command's artefact, one of the run's inputs, or a training run made with
+    another recipe, corpus or base (without --resume, which keeps only the stages whose key still matches)."""
+    import hashlib
+
+    from shoparena.artefact import Found, claim_out
+    from shoparena.corpus import read_manifest
+
+    def differs(found: Found) -> list[str]:
+        if found.body is None or resume:
+            return []
+        corpus_sha = (read_manifest(corpus, verify=False).get("manifest_hash")
+                      if (corpus / "manifest.json").is_file() else None)
+        now = {"recipe": hashlib.sha256(recipe_text.encode()).hexdigest(), "corpus": corpus_sha, "base": base}
+        was = {"recipe": found.body.get("recipe_sha256"), "corpus": found.body.get("corpus_manifest_sha256"),
+               "base": found.body.get("base")}
+        return [f"{k} {'(its text)' if k == 'recipe' else repr(was[k])} (asked: "
+                f"{recipe if k == 'recipe' else repr(now[k])})" for k in now if now[k] != was[k]]
+
+    base_dir = None if base == "tiny" else Path(base.removeprefix("hf:")).expanduser()
+    claim_out(out, "train", inputs=[("--corpus", corpus), ("--catalog", catalog), ("--base", base_dir)],
+              differs=differs, force=force, ignore=(LOG_FILE,),
+              again=f"shoparena train {recipe} --corpus {corpus} --out {out} --resume")
 
 
 @contextlib.contextmanager

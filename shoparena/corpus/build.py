@@ -173,6 +173,7 @@ def build_corpus(
     :class:`~shoparena.errors.LeakError` before anything is written.
 
     ``progress(description, total)`` may return an ``advance(n)`` callable (the CLI's progress bar)."""
+    from shoparena.artefact import relative_to
     from shoparena.corpus.export import jsonable, write_grpo, write_kto, write_manifest, write_sft
     from shoparena.corpus.normalize import iter_rollouts, iter_store
     from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
@@ -216,12 +217,16 @@ def build_corpus(
         if normalize.seen and normalize.rejected.get("bad_json", 0) == normalize.seen:
             raise DataError(f"{rollouts}: none of its {normalize.seen} lines is a JSON rollout record",
                             hint="pass the rollouts.jsonl a `shoparena run` wrote (or a store with --from)")
-        source = {"kind": "rollouts", "file": os.fspath(rollouts), "lines": normalize.seen}
+        source = {"kind": "rollouts", "file": relative_to(rollouts, out_dir),  # type: ignore[arg-type]
+                  "lines": normalize.seen}
     if by_id is None:
         by_id = tap.views
         source["problems"] = "from records"
     else:
-        source["problems"] = os.fspath(problems or banks)  # type: ignore[arg-type]
+        source["problems"] = relative_to(problems or banks, out_dir)  # type: ignore[arg-type]
+
+    if catalog is not None:  # the catalog the harness stages search (`shoparena train` finds it here)
+        source["catalog"] = relative_to(catalog, out_dir)
 
     # 3. rewrite axis-B rows into agentic form; the rewrites pass the same format gate and ranking
     rewrite_reports: list[StageReport] = []
@@ -244,7 +249,7 @@ def build_corpus(
         manifest = SplitManifest.load(split)
         frozen = manifest.group_of()
         proof = verify_split(manifest, {pid: p for pid, p in by_id.items() if pid in frozen})
-        source["split"] = os.fspath(split)
+        source["split"] = relative_to(split, out_dir)
     else:
         split_cfg = cfg.split or SplitConfig(seed=cfg.seed)
         if static_names:
@@ -266,7 +271,7 @@ def build_corpus(
                   manifest=manifest, partition="train"),
         write_grpo(sft_rows["train"], {p: by_id[p] for p in manifest.partitions["train"].problems if p in by_id},
                    out_dir, name="grpo_train", require_success=cfg.grpo_require_success, manifest=manifest,
-                   partition="train"),
+                   partition="train", ground_truth=problems is not None or banks is not None),
     ]
     exported = {t.traj_id: t for part in (sft_rows, pref_rows) for rows_ in part.values() for t in rows_}
     write_jsonl(out_dir / "provenance.jsonl", (_provenance(exported[k]) for k in sorted(exported)))

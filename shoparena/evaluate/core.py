@@ -160,6 +160,7 @@ def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
                        problems: str | os.PathLike[str] | None = None) -> list[Problem]:
     """The bank problems whose leak cluster the corpus split at ``corpus_dir`` put in ``partition`` (any of its
     partitions: :func:`split_problems` is the evaluation's guard that refuses ``train``), sorted by id."""
+    from shoparena.artefact import resolve_input
     from shoparena.tasks.loader import load_problems
 
     root = Path(corpus_dir)
@@ -180,9 +181,7 @@ def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
             source = None
     if source is None:
         raise ConfigError(f"{root}: the corpus manifest names no problem bank", hint="pass --problems FILE|DIR")
-    path = Path(source)
-    if not path.exists() and (root.parent / path).exists():
-        path = root.parent / path
+    path = Path(source) if problems is not None else resolve_input(source, root)  # recorded: relative to the corpus
     files = sorted(path.glob("problems-*.jsonl")) or sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
         raise NotFoundError(f"no problem bank at {path}", hint="pass --problems FILE|DIR")

@@ -8,7 +8,7 @@ copied into Python objects. Build it once and pass it to ``generate_problems`` t
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from shoparena.catalog.types import Product
@@ -70,16 +70,20 @@ class CatalogView:
                 chosen.append(p)
         return chosen
 
-    def substitute(self, product: Product, item: RewardItem, rng: random.Random, scan: int) -> Product | None:
+    def substitute(self, product: Product, item: RewardItem, rng: random.Random, scan: int,
+                   exclude: Collection[str] = ()) -> Product | None:
         """A product of the same category but another shop (and title) meeting every non-title constraint of
-        ``item``; scans at most ``scan`` candidates from a random offset; None when there is none."""
+        ``item``, and none of the ``exclude`` product ids (GT products of other clusters: a shared GT product
+        links two clusters into one); scans at most ``scan`` candidates from a random offset; None when there is
+        none."""
         positions = self.by_category.get(product.category, [])
         if len(positions) < 2:
             return None
         start = rng.randrange(len(positions))
         for step in range(min(scan, len(positions))):
             q = self.products[positions[(start + step) % len(positions)]]
-            if q.shop_id == product.shop_id or q.product_id == product.product_id or q.title == product.title:
+            if (q.shop_id == product.shop_id or q.product_id == product.product_id or q.title == product.title
+                    or q.product_id in exclude):
                 continue
             if all(a.hits == a.total for a in (price_axis(q, item), service_axis(q, item), sku_attr_axis(q, item))):
                 return q

@@ -18,9 +18,9 @@ order they are applied):
 ``cluster_id`` = ``sha256`` (hex) of the lexicographically smallest canonical query among the members: the same
 set of problems in any order gives the same ids. Ids are stable under reordering, not under growth: adding a
 problem with a smaller key to a cluster renames it. A cluster holding more than ``max_cluster_fraction`` of the
-problems (checked from ``min_problems_for_check`` problems on) raises :class:`~shoparena.errors.DataError` that
-names it: such a cluster almost always means a broken input (GT products reused everywhere), never a real
-paraphrase family.
+problems, and more than ``min_cluster_limit`` problems (checked from ``min_problems_for_check`` problems on),
+raises :class:`~shoparena.errors.DataError` that names it: such a cluster almost always means a broken input (GT
+products reused everywhere), never a real paraphrase family or a few of them joined by a genuine link.
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ class ClusterConfig(BaseModel):
     seed: int = 0
     """MinHash permutation seed (fixed: changing it can only change which borderline pairs LSH misses)."""
     max_cluster_fraction: float = 0.01
+    min_cluster_limit: int = Field(10, ge=1)
+    """The size bound is ``max(max_cluster_fraction × problems, min_cluster_limit)``: a few generator families
+    (base + paraphrases, 3 problems by default) joined by a genuine shared signature or GT product are a real
+    cluster at any bank size — 1 % of a 540-problem bank (5.4) is less than two such families."""
     min_problems_for_check: int = 500
     """Below this many problems the size check is skipped (1 % of 50 problems is no cluster at all)."""
 
@@ -261,11 +265,12 @@ def _finish(ids: list[str], probs: list[Problem], canon: list[str], uf: _UnionFi
         links={k: links[k] for k in LINK_KINDS}, merges={k: merges[k] for k in LINK_KINDS},
         candidates={k: cands[k] for k in ("title", "paraphrase")}, config=cfg,
     )
-    limit = cfg.max_cluster_fraction * len(ids)
+    limit = max(cfg.max_cluster_fraction * len(ids), cfg.min_cluster_limit)
     if largest is not None and len(ids) >= cfg.min_problems_for_check and largest.size > limit:
         raise DataError(
             f"leak cluster {largest.cluster_id[:16]}… holds {largest.size} of {len(ids)} problems "
-            f"({100 * largest.size / len(ids):.2f} % > {100 * cfg.max_cluster_fraction:g} %), linked by "
+            f"({100 * largest.size / len(ids):.2f} %; the bound is the larger of "
+            f"{100 * cfg.max_cluster_fraction:g} % and {cfg.min_cluster_limit} problems), linked by "
             f"{', '.join(largest.kinds)}; members include {', '.join(largest.members[:8])}",
             hint="a cluster this large usually means GT products reused across many problems or a weak link; "
             "inspect it, or raise ClusterConfig.max_cluster_fraction if it is genuine",

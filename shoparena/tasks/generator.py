@@ -251,7 +251,7 @@ class _Builder:
                                 for it in items], "paraphrase"
             if j == sub_slot:
                 sub = self.view.substitute(items[0].product, reward_item(items[0].product, items[0].constraints),
-                                           rng, self.cfg.substitution_scan)
+                                           rng, self.cfg.substitution_scan, exclude=self.used_gt)
                 if sub is not None:
                     v_items, variant = [_Item(sub, v_items[0].constraints, items[0].nouns)], "substitution"
                     self.report.substitutions += 1

@@ -32,16 +32,25 @@ class Collected:
 
 def problems_of_rows(rows: Iterable[dict[str, Any]]) -> list[Problem]:
     """The distinct problems (first-seen order) of corpus rows that carry a ``problem`` column (the GRPO export:
-    the leak-guarded train partition's problems)."""
+    the leak-guarded train partition's problems). A row whose problem does not parse is a :class:`DataError`
+    naming the row and the problem."""
     from shoparena.tasks.loader import parse_problem
 
     out: dict[str, Problem] = {}
-    for row in rows:
-        raw = row.get("problem")
+    for n, row in enumerate(rows, 1):
+        raw = row.get("problem") if isinstance(row, dict) else None
         if raw is None:
             continue
-        rec = json.loads(raw) if isinstance(raw, str) else raw
-        problem = parse_problem(rec, suite=str(rec.get("suite") or "train"))
+        where = f"GRPO row {n} (problem {row.get('problem_id', '?')})"
+        try:
+            rec = json.loads(raw) if isinstance(raw, str) else raw
+            if not isinstance(rec, dict):
+                raise ValueError(f"expected a JSON object, got {type(rec).__name__}")
+            problem = parse_problem(rec, suite=str(rec.get("suite") or "train"))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise DataError(f"{where}: unreadable problem ({exc})",
+                            hint="rebuild the corpus with `shoparena corpus build --banks DIR` (or --problems "
+                                 "FILE): its GRPO rows then carry each problem's whole ground truth") from None
         out.setdefault(problem.problem_id, problem)
     return list(out.values())
 
@@ -59,7 +68,9 @@ def collect_successes(catalog_dir: str | os.PathLike[str], problems: Sequence[Pr
     from shoparena.validator.run import RunConfig, run_agents, run_records
 
     if not problems:
-        raise DataError("no train problems to sample", hint="the corpus's grpo_train.jsonl carries them")
+        raise DataError("no train problems to sample",
+                        hint="the corpus's grpo_train.jsonl carries them; a corpus built without --banks or "
+                             "--problems has none (the store's records hold no ground truth)")
     out = Path(out_dir)
     done = out / "summary.json"
     if not (resume and done.is_file() and (out / "runs.jsonl").is_file()):

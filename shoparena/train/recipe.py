@@ -34,6 +34,7 @@ from shoparena.train.checkpoint import (
     mark_stage_key,
     stage_key,
     stage_key_matches,
+    weights_changed,
     write_stage,
 )
 from shoparena.train.grpo import GRPOConfig
@@ -45,7 +46,7 @@ from shoparena.train.trainer import BarFactory, StageProgress
 from shoparena.train.types import StageResult
 
 __all__ = ["BUILTIN_RECIPES", "RUN_DIR", "STAGES", "Recipe", "TrainManifest", "in_run", "load_recipe",
-           "parse_recipe", "run_recipe"]
+           "parse_recipe", "portable", "run_recipe"]
 
 STAGES: dict[str, str] = {
     "sft": "shoparena.train.sft", "rs": "shoparena.train.rs", "teacher": "shoparena.train.teacher",
@@ -108,6 +109,9 @@ class TrainManifest(BaseModel):
     checkpoints: dict[str, str] = Field(default_factory=dict)
     skipped: list[str] = Field(default_factory=list)
     """Stages found complete on ``--resume`` and not rerun."""
+    redone: list[str] = Field(default_factory=list)
+    """Stages found complete on ``--resume`` whose weights under the run no longer matched their recorded hash,
+    so they were trained again."""
     final_model: str | None = None
     complete: bool = False
     wall_s: float = 0.0
@@ -243,9 +247,24 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def portable(manifest: TrainManifest, out: str | os.PathLike[str]) -> TrainManifest:
+    """The manifest as ``out/manifest.json`` holds it: the paths inside the run (each stage's model, the final model)
+    and the corpus relative to the run directory ``out``, so the run can be moved or copied (with its corpus beside
+    it) and read from any working directory."""
+    from shoparena.artefact import relative_to
+
+    def rel(path: str | os.PathLike[str]) -> str:
+        return relative_to(path, out)
+
+    return manifest.model_copy(update={
+        "corpus": rel(manifest.corpus),
+        "stages": [s.model_copy(update={"model_dir": Path(rel(s.model_dir))}) for s in manifest.stages],
+        "final_model": rel(manifest.final_model) if manifest.final_model else None})
+
+
 def _write_manifest(out: Path, manifest: TrainManifest) -> None:
     tmp = out / (MANIFEST + ".tmp")
-    tmp.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(portable(manifest, out).model_dump_json(indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out / MANIFEST)
 
 
@@ -354,6 +373,8 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         sdir = out / name
         key = stage_key(name, getattr(recipe, name), input_sha, manifest.corpus_manifest_sha256)
         done = load_stage(sdir, key) if chain_intact else None
+        if done is None and chain_intact and weights_changed(sdir):
+            manifest.redone.append(name)
         if done is not None:
             result = done
             manifest.skipped.append(name)

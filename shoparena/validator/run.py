@@ -374,7 +374,8 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
         statuses=dict(Counter(ep["run"]["status"] for ep in episodes)), calls=dict(call_counts),
         seconds=round(time.perf_counter() - t0, 2), out=str(out_dir),
     )
-    (out_dir / "summary.json").write_text(json.dumps({"summary": summary.model_dump(), "config": config.model_dump(),
+    (out_dir / "summary.json").write_text(json.dumps({"kind": "harness-run", "summary": summary.model_dump(),
+                                                      "config": config.model_dump(),
                                                       "score": agg.model_dump(mode="json")}, indent=2) + "\n",
                                           encoding="utf-8")
     partial.unlink(missing_ok=True)

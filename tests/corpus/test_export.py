@@ -299,3 +299,17 @@ def test_manifest_records_everything_and_detects_tampering(corpus_world: Any, ro
     (tmp_path / "b" / "manifest.json").write_text("[1]")
     with pytest.raises(DataError, match="not an export manifest"):
         read_manifest(tmp_path / "b", verify=False)
+
+
+def test_grpo_writes_no_problem_without_its_whole_ground_truth(rows: list[Trajectory], probs: dict[str, Problem],
+                                                               tmp_path: Path) -> None:
+    """A voucher problem without its voucher (what a problem rebuilt from store records is) would stop training;
+    problems rebuilt from records (``ground_truth=False``) give no row at all."""
+    solved = sorted({t.problem_id for t in rows if t.success})
+    broken = dict(probs)
+    broken[solved[0]] = probs[solved[0]].model_copy(update={"bucket": "voucher", "voucher": None})
+    res = write_grpo(rows, broken, tmp_path / "a")
+    assert res.report.rejected["unreadable_problem"] == 1
+    assert [r["problem_id"] for r in read_jsonl_rows(tmp_path / "a" / "grpo.jsonl")] == solved[1:]
+    views = write_grpo(rows, probs, tmp_path / "b", ground_truth=False)
+    assert views.rows == 0 and views.report.rejected["no_ground_truth"] == len(solved)

@@ -50,7 +50,7 @@ def train_world(tmp_path_factory: pytest.TempPathFactory) -> TrainWorld:
 
     root = tmp_path_factory.mktemp("train-world")
     world = seed_world(root)
-    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
+    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog, problems=world.problems_file)
     return TrainWorld(corpus=root / "corpus", catalog=world.catalog, problems=world.problems,
                       sft_rows=read_jsonl_rows(root / "corpus" / "sft_train.jsonl"),
                       eval_rows=read_jsonl_rows(root / "corpus" / "sft_eval.jsonl"))

@@ -37,7 +37,7 @@ def rl_world(tmp_path_factory: pytest.TempPathFactory) -> RLWorld:
 
     root = tmp_path_factory.mktemp("rl_world")
     world = seed_world(root, n_problems=6)
-    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog)
+    build_corpus(root / "corpus", store=world.store_url, catalog=world.catalog, problems=world.problems_file)
     prov = {}
     for line in (root / "corpus" / "provenance.jsonl").read_text().splitlines():
         rec = json.loads(line)

@@ -142,13 +142,14 @@ def test_cli_run_refused_before_any_work_leaves_no_directory(train_world: TrainW
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     from shoparena.cli import main
 
-    for args, code in ((["--corpus", str(tmp_path / "missing")], 4),
-                       (["--corpus", str(train_world.corpus), "--stages", "sft,rs"], 2)):  # rs needs --catalog
-        out = tmp_path / f"out{code}"
+    for i, (args, code) in enumerate(((["--corpus", str(tmp_path / "missing")], 4),
+                                      (["--corpus", str(train_world.corpus), "--stages", "sft,rs",  # rs searches it
+                                        "--catalog", str(tmp_path / "no-catalog")], 4))):
+        out = tmp_path / "new" / f"out{i}"
         with pytest.raises(SystemExit) as info:
             main(["train", "tiny", *args, "--out", str(out)])
         assert info.value.code == code and capsys.readouterr().err.startswith("error:")
-        assert not out.exists()
+        assert not out.exists() and not out.parent.exists()
 
 
 def test_yaml_exponents_without_a_dot_are_numbers(tmp_path: Path) -> None:
@@ -192,7 +193,7 @@ def test_cli_tiny_sft_writes_a_manifest_and_resume_skips(train_world: TrainWorld
     assert manifest["versions"]["trl"] == "1.16.0"
     (sft,) = manifest["stages"]
     assert manifest["checkpoints"] == {"sft": sft["checkpoint_sha256"]} and sft["steps"] == 6
-    assert manifest["final_model"] == str(out / "sft" / "model")
+    assert manifest["final_model"] == "sft/model" and sft["model_dir"] == "sft/model"  # relative to the run
 
     main(["train", "tiny", "--corpus", str(train_world.corpus), "--out", str(out), "--stages", "sft", "--resume",
           "--json"])
@@ -279,7 +280,7 @@ def test_cli_tiny_runs_all_five_stages_with_a_clean_console(rl_world: Any, tmp_p
     printed = json.loads((out / "manifest.json").read_text())
     assert printed["complete"] and [s["stage"] for s in printed["stages"]] == ["sft", "rs", "teacher", "kto", "grpo"]
     assert all(s["metrics"].get("loss_last") is not None and s["steps"] >= 1 for s in printed["stages"])
-    assert printed["final_model"] == str(out / "grpo" / "model") and (out / "grpo" / "model").is_dir()
+    assert printed["final_model"] == "grpo/model" and (out / "grpo" / "model").is_dir()  # relative to the run
     assert set(printed["checkpoints"]) == {"sft", "rs", "teacher", "kto", "grpo"}
     from shoparena.llm.compact import FORMAT_FILE
 

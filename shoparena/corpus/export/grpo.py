@@ -22,7 +22,7 @@ from shoparena.corpus.export.common import (
 )
 from shoparena.corpus.split import SplitManifest
 from shoparena.corpus.types import StageReport, Trajectory
-from shoparena.tasks.loader import problem_row
+from shoparena.tasks.loader import parse_problem, problem_row
 from shoparena.tasks.types import Problem
 
 __all__ = ["write_grpo"]
@@ -38,14 +38,31 @@ def _reference_steps(msgs: list[dict[str, Any]]) -> list[list[dict[str, str]]]:
             for m in msgs if m["role"] == "assistant"]
 
 
+def _problem_column(p: Problem) -> str | None:
+    """The ``problem`` column of ``p``: its JSONL row, or None when that row does not read back (through the reader
+    training uses) as ``p`` itself — a row that would stop training or reward against another ground truth."""
+    text = orjson.dumps(problem_row(p)).decode()
+    try:
+        back = parse_problem(orjson.loads(text), suite=p.suite or "train")
+    except ValueError:
+        return None
+    return text if back == p else None
+
+
 def write_grpo(rows: Iterable[Trajectory], problems: Iterable[Problem] | Mapping[str, Problem],
                out_dir: str | os.PathLike[str], *, name: str = "grpo", require_success: bool = True,
-               manifest: SplitManifest | None = None, partition: str = "train") -> ExportResult:
+               manifest: SplitManifest | None = None, partition: str = "train",
+               ground_truth: bool = True) -> ExportResult:
     """Write one GRPO prompt row per problem of ``problems`` (module docstring), its teacher reference chosen among
     ``rows`` of that problem: strictly successful ones (any, with ``require_success=False``), highest judge value,
     then fewest assistant turns, then trajectory id. Counted reasons: ``unknown_problem`` / ``not_success`` /
-    malformed-row codes (rows), ``no_reference`` / ``no_prompt`` (problems); ``report.seen`` / ``kept`` count
-    problems, ``report.notes["rows_seen"]`` the candidate rows."""
+    malformed-row codes (rows), ``no_reference`` / ``no_prompt`` / ``unreadable_problem`` (a problem whose row does
+    not read back as itself) / ``no_ground_truth`` (problems); ``report.seen`` / ``kept`` count problems,
+    ``report.notes["rows_seen"]`` the candidate rows.
+
+    A GRPO row's ``problem`` is the ground truth its rewards (and stage 2's and 3's strict scoring) score against,
+    so ``ground_truth=False`` — ``problems`` rebuilt from store records, which hold the query and the GT ids but no
+    GT titles, constraints or voucher — exports no row."""
     check_partition(manifest, partition)
     result = ExportResult(kind="grpo", name=name, out_dir=Path(out_dir), report=StageReport(stage=f"export:{name}"))
     by_id = dict(problems) if isinstance(problems, Mapping) else {p.problem_id: p for p in problems}
@@ -76,8 +93,16 @@ def write_grpo(rows: Iterable[Trajectory], problems: Iterable[Problem] | Mapping
                           t.traj_id)
             continue
         p = by_id[pid]
+        if not ground_truth:
+            result.reject("no_ground_truth", f"problem {pid} was rebuilt from store records (query and GT ids "
+                          "only); build with --banks or --problems for its ground truth", pid)
+            continue
+        column = _problem_column(p)
+        if column is None:
+            result.reject("unreadable_problem", f"problem {pid} does not read back from its JSONL row", pid)
+            continue
         out.append({"prompt": msgs[:first_user + 1], "tools": tools, "problem_id": pid, "bucket": p.bucket,
-                    "gt_ids": list(p.gt_ids()), "problem": orjson.dumps(problem_row(p)).decode(),
+                    "gt_ids": list(p.gt_ids()), "problem": column,
                     "reference_id": t.traj_id, "reference_steps": _reference_steps(msgs[first_user + 1:])})
     result.report.notes = {"rows_seen": result.report.seen, "problems": len(by_id), "with_reference": len(out),
                            "require_success": require_success}
