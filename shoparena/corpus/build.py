@@ -203,7 +203,7 @@ def build_corpus(
     if store is not None:
         from shoparena.store import open_store
 
-        with open_store(store, create=False) as st:
+        with open_store(store, readonly=True) as st:
             total = st.count(query) if query is not None else st.count()
             tap.advance = progress("normalise + filter", total) if progress else None
             result = run_filters(tap(iter_store(st, query)), cfg.filter, known_ids=known)

@@ -38,7 +38,7 @@ class Site:
         if engine is None and path is not None and not path.exists():
             raise NotFoundError(f"no trajectory store at {path}", hint="check --store (sqlite:///path.db)")
         self.url = safe_url(url)
-        self.engine: Engine = engine or make_engine(url)
+        self.engine: Engine = engine or make_engine(url, readonly=True)
         self.clock: Clock = clock or SystemClock()
         self.corpus = Path(corpus) if corpus else None
         self.reports = Path(reports) if reports else None
