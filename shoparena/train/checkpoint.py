@@ -115,11 +115,14 @@ def write_stage(out_dir: Path, result: StageResult) -> StageResult:
     from shoparena.artefact import relative_to
 
     model_dir = Path(result.model_dir).resolve()
-    on_disk = result.model_copy(update={"model_dir": Path(relative_to(model_dir, out_dir))})
+    resumed = result.resumed_from  # the checkpoint it continued from: inside the stage directory too
+    on_disk = result.model_copy(update={"model_dir": Path(relative_to(model_dir, out_dir)),
+                                        "resumed_from": relative_to(resumed, out_dir) if resumed else None})
     tmp = out_dir / (STAGE_FILE + ".tmp")
     tmp.write_text(on_disk.model_dump_json(indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out_dir / STAGE_FILE)
-    return result.model_copy(update={"model_dir": model_dir})
+    return result.model_copy(update={"model_dir": model_dir,
+                                     "resumed_from": str(Path(resumed).resolve()) if resumed else None})
 
 
 def stage_model_dir(out_dir: str | os.PathLike[str], recorded: str | os.PathLike[str]) -> Path:
@@ -174,12 +177,17 @@ def load_stage(out_dir: str | os.PathLike[str], key: str | None = None) -> Stage
     """A finished stage's result, or ``None`` when ``stage.json`` is missing, unreadable, its checkpoint's hash
     no longer matches, or (with ``key``) it was made from another config, input or corpus (so ``--resume`` reruns
     it). A result written before keys existed carries none and is trusted."""
+    from shoparena.artefact import resolve_recorded
+
     path = Path(out_dir) / STAGE_FILE
     if not path.is_file():
         return None
     try:
         result = StageResult.model_validate_json(path.read_text(encoding="utf-8"))
-        result = result.model_copy(update={"model_dir": stage_model_dir(out_dir, result.model_dir)})
+        rf = result.resumed_from
+        result = result.model_copy(update={
+            "model_dir": stage_model_dir(out_dir, result.model_dir),
+            "resumed_from": str(resolve_recorded(rf, Path(out_dir).resolve())) if rf else None})
         if key is not None and result.key_sha256 is not None and result.key_sha256 != key:
             return None
         if checkpoint_sha256(result.model_dir) != result.checkpoint_sha256:

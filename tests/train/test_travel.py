@@ -70,6 +70,8 @@ def test_a_stage_resumed_at_its_last_checkpoint_stops_at_max_steps(train_world: 
                              recipe_text=text)
         assert resumed.stages[0].steps == 2 and resumed.stages[0].resumed_from is not None
         assert resumed.stages[0].resumed_from.endswith("checkpoint-1")
+        stage = json.loads((out / "sft" / "stage.json").read_text())
+        assert stage["resumed_from"] == "checkpoints/checkpoint-1"  # inside the stage directory, relative to it
         log = [json.loads(line)["step"] for line in (out / "sft" / "log.jsonl").read_text().splitlines()]
         assert max(log) == 2
 
