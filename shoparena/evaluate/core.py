@@ -158,26 +158,34 @@ def split_problems(spec: str, *, problems: str | os.PathLike[str] | None = None)
 
 def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
                        problems: str | os.PathLike[str] | None = None) -> list[Problem]:
-    """The bank problems whose leak cluster the corpus split at ``corpus_dir`` put in ``partition`` (any of its
-    partitions: :func:`split_problems` is the evaluation's guard that refuses ``train``), sorted by id."""
+    """The bank problems the corpus split at ``corpus_dir`` put in ``partition`` (any of its partitions:
+    :func:`split_problems` is the evaluation's guard that refuses ``train``), sorted by id. The corpus is verified
+    first, as ``corpus show`` and ``train`` do: every file against the sealed ``manifest.json``, ``split.json``
+    against its own seal, and the problems found against the partition's frozen ids and GT-product hash — an
+    edited split or another bank is a :class:`DataError` (a :class:`~shoparena.errors.LeakError` for a split
+    edited after it was frozen), never a silently different evaluation set."""
     from shoparena.artefact import resolve_input
+    from shoparena.corpus.export.manifest import read_manifest
+    from shoparena.corpus.split import SplitManifest, gt_ids_hash
     from shoparena.tasks.loader import load_problems
 
     root = Path(corpus_dir)
     split_file, manifest_file = root / "split.json", root / "manifest.json"
     if not split_file.is_file():
         raise NotFoundError(f"{root}: no split.json (not a corpus directory)", hint="shoparena corpus build --out DIR")
-    try:
-        split = json.loads(split_file.read_text(encoding="utf-8"))
-        clusters = set(split["partitions"][partition]["clusters"])
-        of = split["clusters"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"{split_file}: not a corpus split ({exc})") from None
+    body = read_manifest(root, verify=True)  # a changed, missing or unlisted file (split.json too) is an error
+    split = SplitManifest.load(split_file)  # its hashes and cross-references
+    sealed = (body.get("split") or {}).get("manifest_hash") if isinstance(body.get("split"), dict) else None
+    if sealed != split.manifest_hash:
+        raise DataError(f"{split_file} is not the split {manifest_file} was built with",
+                        hint="rebuild the corpus (shoparena corpus build) instead of swapping its split")
+    info = split.partitions[partition]
+    wanted = set(info.problems)
     source = problems
-    if source is None and manifest_file.is_file():
+    if source is None:
         try:
-            source = json.loads(manifest_file.read_text(encoding="utf-8"))["sources"]["problems"]
-        except (ValueError, KeyError, TypeError):
+            source = body["sources"]["problems"]
+        except (KeyError, TypeError):
             source = None
     if source is None:
         raise ConfigError(f"{root}: the corpus manifest names no problem bank", hint="pass --problems FILE|DIR")
@@ -188,10 +196,19 @@ def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
     seen: dict[str, Problem] = {}
     for f in files:
         for p in load_problems(f):
-            if of.get(p.problem_id) in clusters:
+            if p.problem_id in wanted:
                 seen.setdefault(p.problem_id, p)
     if not seen:
-        raise DataError(f"no problem of {path} falls in the {partition!r} partition of {root}")
+        raise DataError(f"no problem of {path} falls in the {partition!r} partition of {root}",
+                        hint="pass the bank the corpus was built from (--problems FILE|DIR)")
+    missing = sorted(wanted - set(seen))
+    if missing:
+        raise DataError(f"{path} lacks {len(missing)} of the {len(wanted)} problems of the {partition!r} partition "
+                        f"of {root} ({', '.join(missing[:3])}{' …' if len(missing) > 3 else ''})",
+                        hint="pass the bank the corpus was built from (--problems FILE|DIR)")
+    if gt_ids_hash(seen.values()) != info.gt_ids_hash:
+        raise DataError(f"the ground truths of {path}'s {partition!r} problems differ from those the split of {root} "
+                        "froze", hint="pass the bank the corpus was built from (--problems FILE|DIR)")
     return [seen[k] for k in sorted(seen)]
 
 
@@ -293,8 +310,11 @@ def _comparison(a: str, b: str, ra: Mapping[str, float], rb: Mapping[str, float]
             "separable": boot.ci[0] > 0 or boot.ci[1] < 0}
 
 
-def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequence[Problem]) -> dict[str, Any]:
-    """``evaluation.json`` from the runs stored under ``<out>/models/<label>/`` (pure: nothing is re-run)."""
+def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequence[Problem], *,
+              skipped: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``evaluation.json`` from the runs stored under ``<out>/models/<label>/`` (pure: nothing is re-run).
+    ``skipped``: the problem file's unusable lines (:meth:`ProblemLoadReport.to_dict`), kept as
+    ``problems.skipped`` so the figures say what they leave out."""
     root = Path(out)
     baseline = config.baseline_label()
     models: dict[str, Any] = {}
@@ -323,6 +343,8 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
                      "by_bucket": {b: sum(1 for p in problems if p.bucket == b) for b in ASR_BUCKETS}},
         "models": models, "baseline": baseline, "comparisons": comparisons,
     }
+    if skipped is not None:
+        body["problems"]["skipped"] = dict(skipped)
     if judges is not None:
         body["judges"] = judges
     from shoparena._io import atomic_write
@@ -335,13 +357,15 @@ def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequenc
 def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: EvalConfig,
                     out: str | os.PathLike[str], *, progress: Callable[[str], None] | None = None,
                     resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = (),
-                    advance: Callable[[int], None] | None = None) -> dict[str, Any]:
+                    advance: Callable[[int], None] | None = None,
+                    skipped: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run every model of ``config`` on ``problems`` and summarise (see the module docstring). ``resume``: a model
     whose run directory already holds a summary made with the same settings is not run again. ``reuse``: other
     evaluations' directories; each model keeps the episodes its runs of the same label and settings there have on
     these problems (re-scored, :func:`~shoparena.validator.run.finished_episodes`), so a bigger problem set runs
     only its new problems. ``progress`` hears what is happening (one line per phase), ``advance`` the number of
-    episodes each step finished or kept (``len(models) × len(problems) × n_samples`` in all)."""
+    episodes each step finished or kept (``len(models) × len(problems) × n_samples`` in all). ``skipped``: the
+    problem file's unusable lines, recorded in ``evaluation.json`` (:func:`summarise`)."""
     from shoparena.llm.check import check_models
     from shoparena.validator.run import RunConfig, run_agents
 
@@ -377,7 +401,7 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
             if progress:
                 progress(f"{m.label}: judging with {j.label} ({j.spec})")
             judge_run(root / "models" / m.label, problems, j)
-    return summarise(root, config, problems)
+    return summarise(root, config, problems, skipped=skipped)
 
 
 def _same_run(run_dir: Path, rc: Any, problems: Sequence[Problem]) -> bool:
