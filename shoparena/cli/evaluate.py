@@ -90,13 +90,18 @@ def evaluate(
         split_problems,
     )
     from shoparena.tasks import load_problems
+    from shoparena.tasks.loader import ProblemLoadReport
 
     if problems is None and split is None:
         raise ConfigError("give --problems FILE or --split CORPUS_DIR:eval|never_touch")
     if judge_gate > 1.0:
         raise ConfigError(f"--judge-gate {judge_gate:g}: judge scores lie in [0, 1]")
     judges = parse_judges(judge or [])
-    loaded = split_problems(split, problems=problems) if split else load_problems(problems)  # type: ignore[arg-type]
+    skipped = ProblemLoadReport(path=str(problems))
+    loaded = (split_problems(split, problems=problems) if split
+              else load_problems(problems, skipped, refuse_conflicts=True))  # type: ignore[arg-type]
+    if skipped.bad_count:  # said before anything runs, as `problems stats` does, and kept in evaluation.json
+        err_console.print(f"[yellow]{escape(skipped.summary())}[/]", soft_wrap=True)
     source = split or str(problems)
     if per_bucket_k is not None:
         loaded = per_bucket(loaded, per_bucket_k, seed)
@@ -119,7 +124,7 @@ def evaluate(
     with cleanup, library_output(log_file, verbose=verbose), \
             _progress(total, quiet=as_json, log_file=None if verbose else log_file) as (advance, say):
         body = evaluate_models(catalog, loaded, config, out, resume=resume, reuse=reuse or (), progress=say,
-                               advance=advance)
+                               advance=advance, skipped=None if split else skipped.to_dict())
         if report:
             from shoparena.evaluate.report import write_report
 

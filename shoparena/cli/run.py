@@ -46,10 +46,17 @@ def run(
     A model that cannot work stops it before any problem runs.
     Exit codes: 2 unknown model scheme or policy, 4 no hf: model at the path, 5 openai: server unreachable.
     """
+    from rich.markup import escape
+
+    from shoparena.cli._common import err_console
     from shoparena.tasks import load_problems
+    from shoparena.tasks.loader import ProblemLoadReport
     from shoparena.validator import RunConfig, run_agents
 
-    loaded = load_problems(problems)
+    skipped = ProblemLoadReport(path=str(problems))
+    loaded = load_problems(problems, skipped, refuse_conflicts=True)
+    if skipped.bad_count:  # said before anything runs, as `problems stats` does, and kept in summary.json
+        err_console.print(f"[yellow]{escape(skipped.summary())}[/]", soft_wrap=True)
     if limit is not None:
         loaded = loaded[:limit]
     config = RunConfig(agent=agent, model=model, n_samples=n, seed=seed, temperature=temperature,
@@ -57,9 +64,11 @@ def run(
                        score_mode=mode)  # type: ignore[arg-type]
     _claim(out, config, catalog=catalog, problems=problems, resume=resume, force=force or out == LATEST)
     with fresh_out(out), progress_bar(f"{agent} × {model}", len(loaded) * n) as advance:
-        summary = run_agents(catalog, loaded, config, out, progress=advance, resume=resume)
+        summary = run_agents(catalog, loaded, config, out, progress=advance, resume=resume,
+                             skipped=skipped.to_dict())
     if as_json:
         print_json(summary.model_dump())
+        _backend_failures(out, loaded, model)
         return
     table = Table(title=f"{agent} with {model}: {summary.n_problems} problems × {n}", title_justify="left")
     for col in ("ASR", *summary.asr_by_bucket, *summary.pass_at_k, "gt rate", "runs", "search A/B", "time"):
@@ -71,6 +80,22 @@ def run(
                   f"{summary.seconds:.1f} s")
     console.print(table)
     console.print(f"[dim]→ {out}/rollouts.jsonl, calls.jsonl, runs.jsonl, summary.json[/]")
+    _backend_failures(out, loaded, model)
+
+
+def _backend_failures(out: Path, problems: list[Any], model: str) -> None:
+    """Exit 5, as ``evaluate`` does, when every episode failed on the model backend: the figures above are those
+    of no agent."""
+    from shoparena.errors import BackendError
+    from shoparena.evaluate.diagnostics import run_diagnostics
+
+    d = run_diagnostics(out, problems) or {}
+    if not d.get("all_failed_on_backend"):
+        return
+    example = (d.get("failure_examples") or {}).get("BackendError") or "no message recorded"
+    raise BackendError(f"every episode failed on the model backend {model} ({d['episodes']} of {d['episodes']}): "
+                       f"{example}", hint=f"check that the model server answers ({out}/summary.json was written; its "
+                                          "figures are those of no agent)")
 
 
 def _claim(out: Path, config: Any, *, catalog: Path, problems: Path, resume: bool, force: bool) -> None:

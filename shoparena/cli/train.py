@@ -50,10 +50,11 @@ def train(
     from shoparena.train.recipe import load_recipe, run_recipe
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    _stages(stages)  # a bad --stages is refused before the recipe or the corpus is read
     spec, text = load_recipe(recipe)
     if base is not None:
         spec = spec.model_copy(update={"base": base})
-    chosen = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
+    chosen = _stages(stages)
     if catalog is None:
         from shoparena.artefact import resolve_input
         from shoparena.corpus import read_manifest
@@ -97,6 +98,30 @@ def train(
     console.print(table)
     console.print(f"final model: hf:{manifest.final_model}  (manifest: {out / 'manifest.json'}, log: "
                   f"{out / LOG_FILE})")
+
+
+def _stages(value: str | None) -> list[str] | None:
+    """The ``--stages`` subset: ``None`` (the recipe's stages) when the option is not given. An empty value (``''``
+    or ``','``), an empty name (``sft,,kto``) or an unknown one is a :class:`~shoparena.errors.ConfigError` (exit 2)
+    listing the stages: a run that trains nothing must not look like one that trained."""
+    from shoparena.errors import ConfigError, closest
+    from shoparena.train.recipe import STAGES
+
+    if value is None:
+        return None
+    known = ",".join(STAGES)
+    names = [s.strip() for s in value.split(",")]
+    if not any(names):
+        raise ConfigError(f"--stages {value!r} names no stage",
+                          hint=f"a comma-separated subset of {known}; leave --stages out to run the recipe's stages")
+    if not all(names):
+        raise ConfigError(f"--stages {value!r} has an empty stage name", hint=f"a comma-separated subset of {known}")
+    unknown = [n for n in names if n not in STAGES]
+    if unknown:
+        near = closest(unknown[0], tuple(STAGES))
+        raise ConfigError(f"--stages: unknown stage {unknown[0]!r}" + (f" (did you mean {near!r}?)" if near else ""),
+                          hint=f"the stages are {known}")
+    return names
 
 
 def _claim(out: Path, *, corpus: Path, catalog: Path | None, base: str, recipe_text: str, recipe: str,

@@ -338,7 +338,9 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     try:
         chosen = check_stages(stages if stages is not None else recipe.stages)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(str(exc), hint=f"the stages are {', '.join(STAGES)}") from None
+    if not chosen:  # a run that trains nothing would still name a "final model"
+        raise ConfigError("no stage to run", hint=f"name at least one of {', '.join(STAGES)}")
     for name in chosen:
         _stage_module(name)  # fail before any work when a stage's module is missing
     corpus = Path(corpus_dir)

@@ -121,6 +121,9 @@ class RunSummary(BaseModel):
     """Gateway calls by kind, and search calls by axis (``search_axis_A`` / ``search_axis_B``)."""
     seconds: float
     out: str
+    skipped_problems: dict[str, Any] | None = None
+    """The problem file's unusable lines (``ProblemLoadReport.to_dict``: how many, by reason, examples with their
+    line numbers), when the caller loaded it."""
 
 
 def validator_config(config: RunConfig) -> ValidatorConfig:
@@ -281,7 +284,8 @@ def finished_episodes(run_dir: str | os.PathLike[str], config: RunConfig, proble
 
 def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], config: RunConfig,
                out: str | os.PathLike[str], progress: Callable[[int], None] | None = None, *,
-               resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = ()) -> RunSummary:
+               resume: bool = False, reuse: Sequence[str | os.PathLike[str]] = (),
+               skipped: dict[str, Any] | None = None) -> RunSummary:
     """Run ``config.agent`` on every problem ``config.n_samples`` times; write and score everything in ``out``.
 
     Each finished episode is appended (and fsynced) to ``out/episodes.partial.jsonl`` as it arrives; with
@@ -289,7 +293,8 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
     only the others run (each episode has its own seed, so the result is that of an uninterrupted run). ``reuse``:
     finished runs' directories whose episodes on these problems are kept too (:func:`finished_episodes`; nothing
     from one that is not a finished run of the same config; the first to hold an episode lends it). The run's files
-    are written, and the partial file removed, once every episode is in."""
+    are written, and the partial file removed, once every episode is in. ``skipped``: the problem file's unusable
+    lines, recorded in the summary."""
     from shoparena.agents.loading import agent_path
     from shoparena.catalog.directory import index_path
     from shoparena.catalog.index import SearchIndex
@@ -372,7 +377,7 @@ def run_agents(catalog: str | os.PathLike[str], problems: Sequence[Problem], con
         asr=agg.asr, asr_by_bucket=agg.asr_by_bucket, pass_at_k=agg.pass_at_k, n_problems=len(problems),
         n_samples=config.n_samples, gt_rate=agg.gt_rate, axis_rates=agg.axis_rates,
         statuses=dict(Counter(ep["run"]["status"] for ep in episodes)), calls=dict(call_counts),
-        seconds=round(time.perf_counter() - t0, 2), out=str(out_dir),
+        seconds=round(time.perf_counter() - t0, 2), out=str(out_dir), skipped_problems=skipped,
     )
     (out_dir / "summary.json").write_text(json.dumps({"kind": "harness-run", "summary": summary.model_dump(),
                                                       "config": config.model_dump(),
