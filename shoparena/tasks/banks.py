@@ -501,16 +501,18 @@ class BankSet:
                 raise TypeError(f"the manifest is a JSON {type(manifest).__name__}, not an object")
             body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
             if manifest.get("format") != FORMAT:
-                raise DataError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+                raise DataError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}",
+                                hint="pass a bank set written by `shoparena arena banks build`")
             if seal_errors(manifest, "manifest_sha256"):
-                raise DataError(f"{path}: manifest hash mismatch (edited after it was written)")
+                raise DataError(f"{path}: manifest hash mismatch (edited after it was written)", hint=_EDITED)
             info = body["files"]["problems"]
             if not isinstance(info["name"], str) or Path(info["name"]).name != info["name"]:
                 raise ValueError(f"problems file name {info['name']!r} is not a plain file name")
             actual = {info["name"]: sha256_file(d / info["name"])} if (d / info["name"]).is_file() else {}
             mismatch = file_errors({info["name"]: info["sha256"]}, actual)
             if mismatch:
-                raise DataError(f"{d}: content hash mismatch (problems changed after the save): {mismatch[0]}")
+                raise DataError(f"{d}: content hash mismatch (problems changed after the save): {mismatch[0]}",
+                                hint=_EDITED)
             problems = {p.problem_id: p for p in load_problems(d / info["name"])}
             banks = cls(problems, static={n: s["problem_ids"] for n, s in body["static"].items()},
                         static_hashes={n: s["sha256"] for n, s in body["static"].items()},
@@ -525,12 +527,17 @@ class BankSet:
         part = banks.partition_map()
         for p in PARTITIONS:
             if _ids_hash(pid for pid, q in part.items() if q == p) != body["partitions"].get(p):
-                raise DataError(f"{path}: partition {p} does not match its recorded hash")
+                raise DataError(f"{path}: partition {p} does not match its recorded hash", hint=_EDITED)
         if verify:
             report = banks.verify(recluster=recluster)
             if not report.ok:
-                raise DataError(f"{path}: the leak guard fails: " + "; ".join(v.detail for v in report.violations))
+                raise DataError(f"{path}: the leak guard fails: " + "; ".join(v.detail for v in report.violations),
+                                hint="rebuild the bank set (`shoparena arena banks build`); never edit its files")
         return banks
+
+
+_EDITED = "a bank set is sealed: rebuild it (`shoparena arena banks build`) or restore it from a copy; " \
+    "`shoparena arena banks verify DIR` names every mismatch"
 
 
 def _ids_hash(ids: Iterable[str]) -> str:

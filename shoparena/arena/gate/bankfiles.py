@@ -30,13 +30,36 @@ def bank_files(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool
     return out
 
 
+def _is_bank_set(path: Path) -> bool:
+    """A directory written by ``arena banks build`` (its ``manifest.json`` says ``shoparena-banks/…``)."""
+    import orjson
+
+    manifest = path / "manifest.json"
+    if not path.is_dir() or not manifest.is_file():
+        return False
+    try:
+        body = orjson.loads(manifest.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(body, dict) and str(body.get("format", "")).startswith("shoparena-banks/")
+
+
 def load_banks(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Problem], list[str]]:
     """All problems of the banks and the files skipped (non-problem JSON found while expanding a directory).
-    A file named explicitly that cannot be loaded raises :class:`DataError`; no problem at all raises
-    :class:`ConfigError`."""
+    A saved bank set (``arena banks build``) is loaded through its manifest, every hash re-checked (an edited one
+    raises :class:`DataError`). A file named explicitly that cannot be loaded raises :class:`DataError`; no
+    problem at all raises :class:`ConfigError`."""
     problems: list[Problem] = []
     skipped: list[str] = []
-    for path, named in bank_files(paths):
+    plain: list[str | os.PathLike[str]] = []
+    for raw in paths:
+        if _is_bank_set(Path(raw)):  # a saved bank set is read through its seal, never around it
+            from shoparena.tasks.banks import BankSet
+
+            problems.extend(BankSet.load(raw, verify=False).all_problems())
+        else:
+            plain.append(raw)
+    for path, named in bank_files(plain):
         try:
             problems.extend(load_problems(path))
         except DataError:
