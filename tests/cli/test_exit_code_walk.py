@@ -5,8 +5,9 @@ anything is created.
 
 The cases run in-process through the console entry point :func:`shoparena.cli.main` (its exception handling is
 what is under test; typer's ``CliRunner`` would bypass it), a few seconds in all; the commands that serve
-forever once their input is good (``web``, ``serve``, ``catalog serve``) run as real subprocesses with a timeout,
-so that a missed refusal fails instead of hanging. The fixtures are :mod:`tests.cli.test_bad_input`'s (reused,
+forever once their input is good (``web``, ``serve``, ``catalog serve``) and the ones pointed at a model server
+that accepts connections and never answers run as real subprocesses with a timeout, so that a missed refusal
+fails instead of hanging. The fixtures are :mod:`tests.cli.test_bad_input`'s (reused,
 not rebuilt), whose own cases are not repeated here.
 """
 
@@ -103,13 +104,9 @@ CASES = [
     Case("train malformed corpus", "train tiny --corpus {f}/bad_corpus --out {f}/wt", DATA_ERROR, "wt"),
     Case("train recipe base missing", "train cpu-mini --corpus {f}/nowhere --out {f}/wt", NOT_FOUND, "wt"),
     # model servers: refused, unreachable, hung
-    Case("run hung model", RUN + " --model openai:{hung}/m", BACKEND),
     Case("run unreachable model", RUN + " --model openai:http://127.0.0.1:{closed}/v1/m", BACKEND),
     Case("run unknown model scheme", RUN + " --model bogus:x", USAGE),
-    Case("evaluate hung model", EVAL + " --model openai:{hung}/m", BACKEND),
     Case("evaluate missing hf model", EVAL + " --model hf:{f}/nowhere", NOT_FOUND),
-    Case("validate hung model", VALIDATE + " --model openai:{hung}/m", BACKEND),
-    Case("judge audit hung judge", "judge audit " + STORE + " --judge llm:openai:{hung}/m", BACKEND),
     Case("judge audit timeout 0", "judge audit " + STORE + " --timeout 0", USAGE),
     Case("judge audit timeout nan", "judge audit " + STORE + " --timeout nan", USAGE),
     # missing files and directories
@@ -204,7 +201,11 @@ def test_walk(case: Case, walk: Walk, capsys: pytest.CaptureFixture[str], monkey
         assert not (walk.f / case.absent).exists(), f"{case.absent} was created by a refused command"
 
 
-SERVERS = [
+SERVERS = [  # and the model servers that hang: a missed refusal would hang the command, not fail it
+    Case("run hung model", RUN + " --model openai:{hung}/m", BACKEND),
+    Case("evaluate hung model", EVAL + " --model openai:{hung}/m", BACKEND),
+    Case("validate hung model", VALIDATE + " --model openai:{hung}/m", BACKEND),
+    Case("judge audit hung judge", "judge audit " + STORE + " --judge llm:openai:{hung}/m", BACKEND),
     Case("web unreachable postgres", "web --store postgresql://nobody@127.0.0.1:{closed}/x --port 0", NOT_FOUND),
     Case("web missing store", "web --store sqlite:///{f}/nowhere.db --port 0", NOT_FOUND),
     Case("web foreign store", "web --store sqlite:///{f}/foreign.db --port 0", DATA_ERROR),
