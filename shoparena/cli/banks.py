@@ -67,8 +67,9 @@ def build(
     """Cluster the problems, split them into static / reserve / held-out / open, verify and save."""
     from shoparena.tasks import BankConfig, BankSet, load_problems
 
-    loaded = [p for path in _expand(problems, "--problems") for p in load_problems(path)]
-    suites = {_suite_name(path): load_problems(path) for path in _expand(static or [], "--static")}
+    loaded = [p for path in _expand(problems, "--problems") for p in load_problems(path, refuse_conflicts=True)]
+    suites = {_suite_name(path): load_problems(path, refuse_conflicts=True)
+              for path in _expand(static or [], "--static")}
     try:
         config = BankConfig(held_out_fraction=held_out_fraction, open_fraction=open_fraction)
     except ValueError as exc:  # a pydantic ValidationError: its first message, on one line

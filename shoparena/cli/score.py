@@ -26,7 +26,7 @@ def _open_lookup(catalog: Path) -> ProductLookup:
 def _load_problems(path: Path) -> list[Problem]:
     from shoparena.tasks import load_problems
 
-    return load_problems(path)
+    return load_problems(path, refuse_conflicts=True)  # a reused id would score rollouts against either
 
 
 def score(

@@ -58,7 +58,8 @@ def validate(
     from shoparena.validator import AgentSpec, SandboxLimits, ValidatorConfig, evaluate
 
     path = agent_path(agent)
-    loaded = load_problems(problems)[:limit] if limit else load_problems(problems)
+    loaded = load_problems(problems, refuse_conflicts=True)
+    loaded = loaded[:limit] if limit else loaded
     config = ValidatorConfig(model=model, judge=judge, sandbox=sandbox, allow_non_hermetic=allow_non_hermetic,
                              workers=workers, limits=SandboxLimits(timeout_s=timeout),
                              validator_hotkey=validator_hotkey, seed=seed, temperature=temperature)

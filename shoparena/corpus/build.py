@@ -146,7 +146,7 @@ def _load_problems(problems: str | os.PathLike[str] | None, banks: str | os.Path
     if problems is not None:
         from shoparena.tasks.loader import load_problems
 
-        return {p.problem_id: p for p in load_problems(problems)}, None, ()
+        return {p.problem_id: p for p in load_problems(problems, refuse_conflicts=True)}, None, ()
     if banks is not None:
         from shoparena.tasks.banks import BankSet
 

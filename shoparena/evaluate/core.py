@@ -195,7 +195,7 @@ def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
         raise NotFoundError(f"no problem bank at {path}", hint="pass --problems FILE|DIR")
     seen: dict[str, Problem] = {}
     for f in files:
-        for p in load_problems(f):
+        for p in load_problems(f, refuse_conflicts=True):
             if p.problem_id in wanted:
                 seen.setdefault(p.problem_id, p)
     if not seen:

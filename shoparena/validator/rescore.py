@@ -201,7 +201,7 @@ def load_problem_source(problems: str | os.PathLike[str] | None = None,
     if problems is not None:
         from shoparena.tasks.loader import load_problems
 
-        out.update((p.problem_id, p) for p in load_problems(problems))
+        out.update((p.problem_id, p) for p in load_problems(problems, refuse_conflicts=True))
     return out
 
 

@@ -169,3 +169,30 @@ def test_the_library_refuses_an_empty_stage_list(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no stage to run"):
         run_recipe(spec, tmp_path / "corpus", tmp_path / "run", stages=[], recipe_text=text)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["score", "validate", "store rescore", "corpus build", "arena banks build"])
+def test_every_command_that_scores_against_problems_refuses_reused_ids(
+        world: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """The other readers that score or split by problem id: a reused id would make either problem the truth."""
+    from shoparena.cli import main
+
+    catalog, problems = world
+    clash = str(_with_conflicting_ids(problems, tmp_path / "problems.jsonl"))
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("[]\n", encoding="utf-8")
+    args = {
+        "score": ["score", "--catalog", str(catalog), "--problems", clash, "--rollouts", str(rollouts)],
+        "validate": ["validate", "--catalog", str(catalog), "--problems", clash, "--agent", "react", "--store",
+                     f"sqlite:///{tmp_path / 'v.db'}"],
+        "store rescore": ["store", "rescore", "--store", f"sqlite:///{tmp_path / 'r.db'}", "--catalog", str(catalog),
+                          "--problems", clash, "--dry-run"],
+        "corpus build": ["corpus", "build", "--from-rollouts", str(rollouts), "--catalog", str(catalog), "--problems",
+                         clash, "--out", str(tmp_path / "corpus")],
+        "arena banks build": ["arena", "banks", "build", "--problems", clash, "--out", str(tmp_path / "bank")],
+    }[command]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == DATA_ERROR and "other content" in err and "hint:" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["problems.jsonl", "rollouts.jsonl"]
