@@ -69,6 +69,10 @@ def build(
                             max_length=max_length, tokenizer=tokenizer),
         split=SplitConfig(seed=seed, eval_fraction=eval_fraction, never_touch_fraction=never_touch_fraction),
         seed=seed, rewrite=rewrite)
+    if (store is None) == (rollouts is None):  # the first mistake to name, before what --out holds
+        from shoparena.errors import ConfigError
+
+        raise ConfigError("give exactly one source", hint="--from STORE_URL or --from-rollouts FILE")
     _claim(out, cfg, force=force, inputs=[("--from", _sqlite_file(store)), ("--from-rollouts", rollouts),
                                           ("--catalog", catalog), ("--problems", problems), ("--banks", banks),
                                           ("--split", split)])
