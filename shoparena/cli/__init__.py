@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = app(args=args, prog_name="shoparena", standalone_mode=False)
     except ShopArenaError as exc:
-        _fail(exc.message, exc.hint, exc.exit_code)
+        _fail(exc.message, exc.hint or _default_hint(exc.exit_code, args), exc.exit_code)
     except _CLICK_ERRORS as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help is the answer, already printed
             sys.exit(exc.exit_code)
@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         if exc.errno == errno.EPIPE:  # the reader of our output went away (| head): not an error worth a line
             sys.exit(1)
-        _fail(*_os_error(exc))
+        message, hint, code = _os_error(exc)
+        _fail(message, hint or _default_hint(code, args), code)
     except Exception as exc:
         if (needs := missing_extra(exc, _command_path(args))) is not None:
             _fail(needs.message, needs.hint, needs.exit_code)
@@ -185,6 +186,21 @@ def main(argv: list[str] | None = None) -> None:
               "this is a bug; rerun with SHOPARENA_DEBUG=1 for the traceback and report it", EXIT_INTERNAL)
     if isinstance(rv, int) and not isinstance(rv, bool):
         sys.exit(rv)
+
+
+_DEFAULT_HINTS = {
+    DataError.exit_code: "the file or store is malformed, truncated or of another kind: check it, or make it again "
+                         "with the command that writes it",
+    NotFoundError.exit_code: "check the path, name or URL",
+    BackendError.exit_code: "check that the model or HTTP server is running and reachable, and its logs",
+}
+
+
+def _default_hint(code: int, args: list[str]) -> str:
+    """The hint of an error raised without one: what its exit code means (README, "Exit codes")."""
+    if code == ConfigError.exit_code or code not in _DEFAULT_HINTS:
+        return f"see `{' '.join(['shoparena', *_command_path(args).split()])} --help`"
+    return _DEFAULT_HINTS[code]
 
 
 def _command_path(args: list[str]) -> str:

@@ -158,6 +158,10 @@ CASES = [
          USAGE),
     Case("arena validator unreachable api", "arena validator --api http://127.0.0.1:{closed} --catalog {f}/cat "
          + STORE + " --max-items 1", BACKEND),
+    Case("evaluate without problems", "evaluate --catalog {f}/cat --out {f}/ev --model policy:expert", USAGE),
+    Case("evaluate judge gate 2", EVAL + " --model policy:expert --judge-gate 2", USAGE),
+    Case("banks build pattern matches nothing", "arena banks build --problems {f}/nope-*.jsonl --out {f}/wb4", USAGE,
+         "wb4"),
     Case("evaluate unknown agent", EVAL + " --model policy:expert --agent bogus", NOT_FOUND),
     Case("run unknown agent", RUN.replace("react", "bogus"), NOT_FOUND),
     Case("rescore out a directory", "store rescore " + STORE + " --catalog {f}/cat " + PROBLEMS + " --out {f}/a_dir",
