@@ -173,6 +173,9 @@ def partition_problems(corpus_dir: str | os.PathLike[str], partition: str, *,
     split_file, manifest_file = root / "split.json", root / "manifest.json"
     if not split_file.is_file():
         raise NotFoundError(f"{root}: no split.json (not a corpus directory)", hint="shoparena corpus build --out DIR")
+    if not manifest_file.is_file():
+        raise DataError(f"{root}: split.json without the corpus's manifest.json (not a whole corpus)",
+                        hint="pass the --out of `shoparena corpus build`; its split is verified against the manifest")
     body = read_manifest(root, verify=True)  # a changed, missing or unlisted file (split.json too) is an error
     split = SplitManifest.load(split_file)  # its hashes and cross-references
     sealed = (body.get("split") or {}).get("manifest_hash") if isinstance(body.get("split"), dict) else None
