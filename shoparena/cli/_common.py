@@ -175,7 +175,7 @@ def sandbox_name(value: str | None) -> str | None:
     import typer
 
     from shoparena.errors import closest
-    from shoparena.validator.sandbox import SANDBOXES, sandbox_names
+    from shoparena.validator import SANDBOXES, sandbox_names
 
     if value is not None and value not in SANDBOXES:
         names = sandbox_names()

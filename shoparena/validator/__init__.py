@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from shoparena.validator.core import AgentSpec, EvaluationSummary, ProblemLine, ValidatorConfig, evaluate
     from shoparena.validator.rescore import RescoreReport, rescore_records
     from shoparena.validator.run import RunConfig, RunSummary, run_agents
-    from shoparena.validator.sandbox import get_sandbox
+    from shoparena.validator.sandbox import SANDBOXES, get_sandbox, sandbox_names
     from shoparena.validator.sandbox.types import SandboxLimits
     from shoparena.validator.worker import LocalWork, WorkSource, work_once, work_until_empty
 
@@ -25,6 +25,8 @@ _EXPORTS: dict[str, str] = {
     "evaluate": "core",
     "EvaluationSummary": "core",
     "get_sandbox": "sandbox",
+    "SANDBOXES": "sandbox",
+    "sandbox_names": "sandbox",
     "LocalWork": "worker",
     "ProblemLine": "core",
     "RescoreReport": "rescore",
@@ -39,7 +41,8 @@ _EXPORTS: dict[str, str] = {
     "WorkSource": "worker",
 }
 __all__ = [
-    "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "RescoreReport", "RunConfig", "RunSummary", "SandboxLimits",
-    "ValidatorConfig", "WorkSource", "evaluate", "get_sandbox", "rescore_records", "run_agents", "work_once", "work_until_empty"
+    "SANDBOXES", "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "RescoreReport", "RunConfig", "RunSummary",
+    "SandboxLimits", "ValidatorConfig", "WorkSource", "evaluate", "get_sandbox", "rescore_records", "run_agents",
+    "sandbox_names", "work_once", "work_until_empty"
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
