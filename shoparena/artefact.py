@@ -24,7 +24,7 @@ import orjson
 
 from shoparena.errors import ConfigError
 
-__all__ = ["COMMANDS", "Found", "claim_out", "fresh_out", "identify", "relative_to", "resolve_input",
+__all__ = ["COMMANDS", "NAMES", "Found", "claim_out", "fresh_out", "identify", "relative_to", "resolve_input",
            "resolve_recorded"]
 
 COMMANDS: dict[str, str] = {
@@ -94,8 +94,14 @@ def identify(path: str | os.PathLike[str]) -> Found | None:
     return None
 
 
+NAMES: dict[str, str] = {"corpus": "a corpus", "train": "a training run", "evaluation": "an evaluation",
+                         "harness-run": "a harness run", "reproduction": "a reproduction", "loop": "a loop run",
+                         "demo": "a demo run", "catalog": "a catalog", "banks": "a bank set"}
+"""Each kind as the refusals name it."""
+
+
 def _a(kind: str) -> str:
-    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    return NAMES.get(kind, kind)
 
 
 def _within(a: Path, b: Path) -> bool:
@@ -133,19 +139,19 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
     command = COMMANDS[kind]
     if found is None:
         raise ConfigError(f"--out {root} is not empty and holds no {kind} (nothing there says what it is)",
-                          hint=f"choose an empty or new --out for {command}")
+                          hint=f"choose an empty or new --out for `{command}`")
     if found.kind != kind:
         raise ConfigError(f"--out {root} holds {_a(found.kind)} (written by `{COMMANDS[found.kind]}`), not "
-                          f"{_a(kind)}", hint=f"choose another --out for {command}; it would overwrite the {found.kind}")
+                          f"{_a(kind)}", hint=f"choose another --out for `{command}`: writing there would overwrite "
+                                              f"{_a(found.kind)}")
     changed = differs(found) if differs is not None else []
     if changed:
         if force:
             shutil.rmtree(root)
             return None
-        cont = f" (`{again}` continues it with its own settings)" if again else ""
+        cont = f"`{again}`" if again else "the settings it was made with and --resume"
         raise ConfigError(f"--out {root} holds {_a(kind)} made with other settings: {', '.join(changed)}",
-                          hint=f"run it again with the settings it was made with{cont}, choose another --out, or "
-                               "pass --force to replace it")
+                          hint=f"continue it with {cont}, choose another --out, or pass --force to replace it")
     return found
 
 

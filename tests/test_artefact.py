@@ -132,7 +132,7 @@ def test_corpus_build_refuses_a_training_run_and_a_foreign_directory(tmp_path: P
     run = _train_run(tmp_path / "run")
     before = _snapshot(run)
     code, err = _cli(capsys, "corpus", "build", "--from", f"sqlite:///{tmp_path / 's.db'}", "--out", str(run))
-    _refused(code, err, "holds a train", "`shoparena train`")
+    _refused(code, err, "holds a training run", "`shoparena train`")
     assert _snapshot(run) == before
     mine = tmp_path / "notes"
     mine.mkdir()

@@ -159,8 +159,7 @@ def _claim(out: Path, config: Any, loaded: list[Any], *, catalog: Path, problems
     split_dir = Path(split.rpartition(":")[0]) if split and ":" in split else None
     inputs = [("--catalog", catalog), ("--problems", problems), ("--split", split_dir),
               ("--train", train_manifest), *(("--reuse", r) for r in reuse)]
-    claim_out(out, "evaluation", inputs=inputs, differs=differs, force=force, ignore=("evaluate.log",),
-              again="the same command with --resume" if not resume else None)
+    claim_out(out, "evaluation", inputs=inputs, differs=differs, force=force, ignore=("evaluate.log",))
 
 
 @contextlib.contextmanager

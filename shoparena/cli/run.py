@@ -111,4 +111,4 @@ def _claim(out: Path, config: Any, *, catalog: Path, problems: Path, resume: boo
         return [k for k in sorted(now) if k != "concurrency" and was.get(k) != now[k]]
 
     claim_out(out, "harness-run", inputs=[("--catalog", catalog), ("--problems", problems)], differs=differs,
-              force=force, again="the same command with --resume" if not resume else None)
+              force=force)
