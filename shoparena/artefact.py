@@ -158,8 +158,7 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
 class fresh_out:
     """Around a command's work: when it fails, the directories it created for ``out`` (``--out a/b`` may create
     ``a`` too; noted when this is made, so make it before the command creates anything) are removed if nothing in
-    them but empty files and directories (a log never written to) is left — a failed run leaves no empty directory
-    behind."""
+    them is worth keeping (:func:`_hollow`) — a failed run leaves no empty directory behind."""
 
     def __init__(self, out: str | os.PathLike[str]) -> None:
         top = Path(out).absolute()
@@ -178,7 +177,17 @@ class fresh_out:
 
 
 def _hollow(root: Path) -> bool:
-    return all(p.is_dir() or (p.is_file() and p.stat().st_size == 0) for p in root.rglob("*"))
+    """Whether nothing a failed run made under ``root`` is worth keeping: empty files, the command's own log
+    (``*.log``: the console said why it stopped) and an episode file holding no episode (its header line only)."""
+    def nothing(p: Path) -> bool:
+        if p.is_dir() or p.suffix == ".log":
+            return True
+        if p.name.endswith(".partial.jsonl"):
+            with open(p, "rb") as fh:
+                return sum(1 for _ in fh) <= 1
+        return p.is_file() and p.stat().st_size == 0
+
+    return all(nothing(p) for p in root.rglob("*"))
 
 
 def relative_to(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:

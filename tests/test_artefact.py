@@ -182,6 +182,14 @@ def test_evaluate_refuses_its_inputs_and_a_failed_run_leaves_no_directory(
                      "--problems", str(problems), "-n", "1", "--out", str(fresh))
     assert code == 4, err
     assert not (tmp_path / "new").exists()  # nor the parent --out created
+    code, err = _cli(capsys, "evaluate", "--model", "policy:expert", "--catalog", str(tmp_path / "no-catalog"),
+                     "--problems", str(problems), "-n", "1", "--out", str(fresh))  # fails after its first log line
+    assert code == 4, err
+    assert not (tmp_path / "new").exists()
+    code, err = _cli(capsys, "run", "--model", f"hf:{tmp_path / 'no-model'}", "--catalog", str(catalog),
+                     "--problems", str(problems), "--agent", "react", "--out", str(fresh))  # after its episode header
+    assert code == 4, err
+    assert not (tmp_path / "new").exists()
 
 
 def test_run_refuses_other_settings_and_foreign_directories(world: tuple[Path, Path], tmp_path: Path,
