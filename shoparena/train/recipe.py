@@ -26,7 +26,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shoparena.errors import ConfigError, NotFoundError, closest
+from shoparena.errors import ConfigError, DataError, NotFoundError, closest
 from shoparena.train import BUILTIN_RECIPES
 from shoparena.train.checkpoint import (
     checkpoint_sha256,
@@ -355,6 +355,12 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         from shoparena.catalog import index_path
 
         index_path(catalog_dir)  # a catalog without its search index fails here, before any work
+    # the train problems stages 2-3 sample: an unreadable one, or none at all, fails before any work
+    problems = problems_of_rows(_rows(corpus, "grpo_train")) if {"rs", "teacher"} & set(chosen) else []
+    if {"rs", "teacher"} & set(chosen) and not problems:
+        raise DataError("no train problems to sample (the corpus's grpo_train.jsonl holds none)",
+                        hint="build the corpus with --banks DIR or --problems FILE: the store's records hold no "
+                             "ground truth")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = recipe_text if recipe_text is not None else recipe.model_dump_json()
@@ -368,7 +374,6 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     )
     _write_manifest(out, manifest)
     sft_rows, eval_rows = _rows(corpus, "sft_train"), _rows(corpus, "sft_eval")
-    problems = problems_of_rows(_rows(corpus, "grpo_train")) if {"rs", "teacher"} & set(chosen) else []
     chain_intact = resume  # a stage is skipped only while every stage before it was too (same input)
     input_sha = manifest.base_sha256
     for name in chosen:

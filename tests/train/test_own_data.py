@@ -110,6 +110,12 @@ def test_seed_41_one_day_grpo_prompts_carry_their_voucher(tmp_path: Path) -> Non
     bare = build_corpus(tmp_path / "bare", store=store, catalog=arena / "catalog")
     assert problems_of_rows(_rows(tmp_path / "bare", "grpo_train")) == []
     assert bare.exports["grpo_train"]["report"]["rejected"]["no_ground_truth"] > 0
+    # `train tiny` on that corpus: a data error before any work (stages 2-3 have no problem to sample)
+    from shoparena.train.recipe import load_recipe, run_recipe
+
+    with pytest.raises(DataError, match="no train problems") as exc:
+        run_recipe(load_recipe("tiny")[0], tmp_path / "bare", tmp_path / "train", catalog_dir=arena / "catalog")
+    assert exc.value.hint and "--banks" in exc.value.hint and not (tmp_path / "train").exists()
     build_corpus(tmp_path / "corpus", store=store, catalog=arena / "catalog", banks=arena / "banks")
     truth = {p.problem_id: p for p in BankSet.load(arena / "banks").all_problems()}
     read = problems_of_rows(_rows(tmp_path / "corpus", "grpo_train"))
