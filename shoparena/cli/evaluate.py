@@ -89,8 +89,7 @@ def evaluate(
         per_bucket,
         split_problems,
     )
-    from shoparena.tasks import load_problems
-    from shoparena.tasks.loader import ProblemLoadReport
+    from shoparena.tasks import ProblemLoadReport, load_problems
 
     if problems is None and split is None:
         raise ConfigError("give --problems FILE or --split CORPUS_DIR:eval|never_touch")

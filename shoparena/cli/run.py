@@ -49,8 +49,7 @@ def run(
     from rich.markup import escape
 
     from shoparena.cli._common import err_console
-    from shoparena.tasks import load_problems
-    from shoparena.tasks.loader import ProblemLoadReport
+    from shoparena.tasks import ProblemLoadReport, load_problems
     from shoparena.validator import RunConfig, run_agents
 
     skipped = ProblemLoadReport(path=str(problems))
