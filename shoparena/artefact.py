@@ -91,6 +91,8 @@ def identify(path: str | os.PathLike[str]) -> Found | None:
         return Found("train", root)
     if (root / "index" / "meta.json").is_file():
         return Found("catalog", root)
+    if (root / "loop.log").is_file() or ((root / "arena" / "subnet.db").is_file() and (root / "corpus").is_dir()):
+        return Found("loop", root)
     return None
 
 

@@ -260,3 +260,26 @@ def test_reproduce_refuses_another_commands_artefact_the_same_way(tmp_path: Path
     code, err = _cli(capsys, "reproduce", "table1", "--profile", "smoke", "--out", str(corpus))
     _refused(code, err, "holds a corpus", "`shoparena corpus build`", "not a reproduction")
     assert _snapshot(corpus) == before
+
+
+def test_loop_refuses_another_commands_artefact_a_foreign_directory_and_other_settings(
+        tmp_path: Path, evaluation: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before the loop's first simulated day: nothing is written into the victim."""
+    args = ["loop", "--sandbox", "process", "--days", "1", "--out"]
+    for victim, words in ((_corpus(tmp_path / "corpus"), ("holds a corpus",)),
+                          (evaluation, ("holds an evaluation",))):
+        before = _snapshot(victim)
+        code, err = _cli(capsys, *args, str(victim))
+        _refused(code, err, *words)
+        assert _snapshot(victim) == before
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    _refused(*_cli(capsys, *args, str(foreign)), "not empty")
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    done = tmp_path / "loop"
+    done.mkdir()
+    body = {"format": "shoparena-loop/1", "config": {"out": str(done), "days": 2, "seed": 0}}
+    (done / "loop.json").write_text(json.dumps(body))
+    _refused(*_cli(capsys, *args, str(done)), "other settings", "days")
+    assert json.loads((done / "loop.json").read_text()) == body

@@ -49,6 +49,7 @@ def loop(
     cfg = LoopConfig(out=str(out), days=days, race_days=race_days, recipe=recipe, seed=seed, miners=miners,
                      validators=validators, eval_per_bucket=per_bucket, eval_samples=n, serve=serve,  # type: ignore[arg-type]
                      sandbox=sandbox)
+    _claim(out, cfg)
     check_loop(cfg)  # before the log file: a loop that cannot run leaves no directory behind
     with library_output(None if verbose else out / "loop.log", verbose=verbose):
         body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
@@ -58,3 +59,16 @@ def loop(
     console.print(render_loop(body))
     log = "" if verbose else f", library warnings and trainer logs: {out}/loop.log"
     console.print(f"[dim]→ {out}/loop.json, {out}/loop.md, report: {out}/eval/report.html{log}[/]")
+
+
+def _claim(out: Path, cfg: object) -> None:
+    """``--out`` must be new, empty or an earlier loop run: never another command's artefact or a foreign folder.
+    A finished loop made with other settings is refused; the same settings run the loop again there."""
+    from shoparena.artefact import Found, claim_out
+
+    def differs(found: Found) -> list[str]:
+        old = (found.body or {}).get("config") or {}
+        new = cfg.model_dump(mode="json")  # type: ignore[attr-defined]
+        return sorted(k for k in new if k != "out" and k in old and old[k] != new[k])
+
+    claim_out(out, "loop", differs=differs, ignore=("loop.log",))
