@@ -23,7 +23,10 @@ from shoparena.validator.judge.types import coefficient
 from tests.arena_service import GOOD, config, make_arena
 from tests.worlds import small_world
 
-PIPE = MinerProfile(name="team-p", strategy="pipeline", model="policy:careful", responds_at=0.1)
+# A team that writes its own code (its own style and helpers): when it redesigns onto oro7 its file is not a copy of
+# another team's released oro7 agent, which the gate would refuse as ``copied_agent``.
+PIPE = MinerProfile(name="team-p", strategy="pipeline", model="policy:careful", responds_at=0.1, style="tags",
+                    extras=5)
 
 
 # -- teams ------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ error (exit 70).
 
 The walk runs each command of the CLI, with small but valid arguments, in a subprocess whose import system cannot
 see any module that the base install would not bring (:mod:`tests.cli.base_install`: the extras' torch,
-transformers, trl, peft, accelerate, datasets, gguf, matplotlib, llama_cpp, psycopg, bittensor,
+transformers, trl, peft, accelerate, datasets, gguf, llama_cpp, psycopg, bittensor,
 sentence_transformers, and every other distribution only ``.[dev]`` installs). Each command's expected answer is
 stated beside it; a command added to the CLI without a case here fails :func:`test_every_command_is_walked`.
 """
@@ -32,7 +32,7 @@ OK, USAGE, BACKEND, INTERNAL = 0, 2, 5, 70
 SERVING = "serving"  # a server that came up and answered /health (then stopped by the test)
 
 #: The modules the extras bring that the issue names; the walk hides all of them (and more).
-EXTRA_TOP_MODULES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "gguf", "matplotlib",
+EXTRA_TOP_MODULES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "gguf",
                      "llama_cpp", "psycopg", "bittensor", "sentence_transformers")
 
 
@@ -236,7 +236,7 @@ def test_a_real_base_install_answers_every_command(tmp_path: Path) -> None:
         pytest.skip(f"the package index cannot serve the base dependencies here: {done.stderr[-500:]}")
     assert done.returncode == 0, done.stderr
     probe = subprocess.run([python, "-c", "import importlib.util as u; print([m for m in ('torch', 'trl', "
-                            "'transformers', 'matplotlib', 'psycopg') if u.find_spec(m)])"],
+                            "'transformers', 'psycopg') if u.find_spec(m)])"],
                            capture_output=True, text=True, timeout=60, check=True)
     assert probe.stdout.strip() == "[]"  # the extras are really absent
     (tmp_path / "walk").mkdir()
