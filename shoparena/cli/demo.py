@@ -190,7 +190,7 @@ def _loop(out: Path, seed: int) -> None:
                   "arena as a new miner for one more simulated day")
     cfg = LoopConfig(out=str(out), days=2, race_days=1, recipe="tiny", seed=seed, reuse=True, eval_per_bucket=1,
                      eval_samples=2, timeout_s=30)
-    body = run_loop(cfg, progress=lambda m: console.print(f"   [dim]{m}[/]"))
+    body = run_loop(cfg, progress=lambda m: console.print(f"   [dim]{m}[/]"), bars=progress_bar)
     console.print(render_loop(body))
     console.print(f"[dim]report: {out / 'eval' / 'report.html'}; the whole loop from scratch: shoparena loop --days 2 "
                   f"--recipe tiny --out DIR[/]")

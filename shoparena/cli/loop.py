@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from shoparena.cli._common import console, one_of, print_json, sandbox_name, seed_option
+from shoparena.cli._common import console, one_of, print_json, progress_bar, sandbox_name, seed_option
 
 
 def loop(
@@ -52,7 +52,8 @@ def loop(
     _claim(out, cfg)
     check_loop(cfg)  # before the log file: a loop that cannot run leaves no directory behind
     with library_output(None if verbose else out / "loop.log", verbose=verbose):
-        body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")))
+        body = run_loop(cfg, progress=None if as_json else (lambda m: console.print(f"[bold cyan]{m}[/]")),
+                        bars=None if as_json else progress_bar)
     if as_json:
         print_json(body)
         return

@@ -17,7 +17,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,8 +105,12 @@ def check_loop(cfg: LoopConfig) -> tuple[Any, str]:
     return recipe, text
 
 
-def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the whole loop into ``cfg.out``; returns the ``loop.json`` body."""
+def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None,
+             bars: Callable[[str, int | None], contextlib.AbstractContextManager[Callable[[int], None]]] | None = None,
+             ) -> dict[str, Any]:
+    """Run the whole loop into ``cfg.out``; returns the ``loop.json`` body. ``progress`` gets one line per step;
+    ``bars(description, total)`` (a context manager yielding ``advance(n)``) draws the training phases and the
+    evaluation's episodes."""
     from shoparena._http import BackgroundServer
     from shoparena.arena.population import MinerProfile
     from shoparena.arena.simulate import simulate
@@ -152,7 +156,7 @@ def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) 
     say(f"3/6 train {recipe.name}: {' → '.join(recipe.stages)}")
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their log dicts
         manifest = run_recipe(recipe, out / "corpus", out / "train", catalog_dir=arena / "catalog", recipe_text=text,
-                              resume=True)
+                              resume=True, progress=bars or False)
     t = lap("train", t)
     trained = Path(manifest.final_model or "")
     base = Path(manifest.base) if recipe.base != "tiny" else out / "train" / "base"
@@ -167,7 +171,9 @@ def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) 
                          agent="react", n_samples=cfg.eval_samples, temperature=cfg.temperature, seed=cfg.seed,
                          timeout_s=cfg.timeout_s, problem_set=f"{out / 'corpus'}:eval", n_resamples=2000)
     say(f"4/6 evaluate base vs {ENTRANT} on {len(problems)} held-out problems × {cfg.eval_samples}")
-    evaluation = evaluate_models(arena / "catalog", problems, econfig, out / "eval", resume=True)
+    with (bars or _no_bar)("evaluate", len(problems) * cfg.eval_samples * len(econfig.models)) as advance:
+        evaluation = evaluate_models(arena / "catalog", problems, econfig, out / "eval", resume=True,
+                                     advance=advance)
     write_report(out / "eval", train_manifest=out / "train")
     t = lap("evaluate", t)
     # 5. serve the trained model, 6. enter it into the arena and race
@@ -208,6 +214,11 @@ def run_loop(cfg: LoopConfig, *, progress: Callable[[str], None] | None = None) 
     with atomic_write(out / "loop.md", "w") as fh:
         fh.write(render_loop(body))
     return body
+
+
+@contextlib.contextmanager
+def _no_bar(_description: str, _total: int | None) -> Iterator[Callable[[int], None]]:
+    yield lambda _n=1: None
 
 
 def render_loop(body: dict[str, Any]) -> str:
