@@ -49,8 +49,8 @@ from shoparena.tasks.types import ASR_BUCKETS, Problem
 from shoparena.validator.run import read_run_file
 
 __all__ = [
-    "FORMAT", "EvalConfig", "ModelEntry", "comparison_pairs", "evaluate_models", "parse_models", "partition_problems",
-    "per_bucket", "split_problems", "summarise",
+    "FORMAT", "EvalConfig", "ModelEntry", "comparison_pairs", "evaluate_models", "paired_comparison", "parse_models",
+    "partition_problems", "per_bucket", "problem_rates", "split_problems", "summarise",
 ]
 
 FORMAT = "shoparena-evaluation/1"
@@ -256,7 +256,7 @@ def _model_summary(rows: list[dict[str, Any]], problems: Sequence[Problem], n_sa
     for p in main:
         samples = by.get(p.problem_id, [])
         n, c = len(samples), sum(1 for s in samples if s.get("success"))
-        rates[p.problem_id] = c / n if n else 0.0
+        rates[p.problem_id] = _rate(samples)
         gts.append(sum(1 for s in samples if (s.get("gt") or 0) >= 1) / n if n else 0.0)
         counts.append((n, c))
     values = [rates[p.problem_id] for p in main]
@@ -302,15 +302,35 @@ def _model_summary(rows: list[dict[str, Any]], problems: Sequence[Problem], n_sa
     return out, rates
 
 
-def _comparison(a: str, b: str, ra: Mapping[str, float], rb: Mapping[str, float], order: Sequence[str], seed: int,
-                n_resamples: int) -> dict[str, Any]:
-    xa, xb = [ra[p] for p in order], [rb[p] for p in order]
+def paired_comparison(xa: Sequence[float], xb: Sequence[float], *, seed: int, n_resamples: int) -> dict[str, Any]:
+    """``b − a`` over the same problems (per-problem success rates in one order): the difference with its
+    paired-bootstrap interval and p value, exact McNemar on majority success, the exact sign test, the minimum
+    detectable difference and whether the interval excludes 0."""
     boot = paired_bootstrap(xa, xb, n_resamples=n_resamples, seed=seed)
     mc = mcnemar_exact(majority_success(xa), majority_success(xb))
-    return {"a": a, "b": b, "diff": round(boot.diff, 6), "ci": [round(x, 6) for x in boot.ci],
+    return {"diff": round(boot.diff, 6), "ci": [round(x, 6) for x in boot.ci],
             "p_value": round(boot.p_value, 6), "mcnemar": mc.to_dict(), "sign": sign_test(xa, xb).to_dict(),
             "mdd": round(min_detectable_difference(xa, xb), 6), "n_problems": boot.n_problems,
             "separable": boot.ci[0] > 0 or boot.ci[1] < 0}
+
+
+def problem_rates(run_dir: str | os.PathLike[str], problem_ids: Sequence[str]) -> list[float]:
+    """Each problem's success rate over its scored samples in ``run_dir/scores.jsonl``, in ``problem_ids`` order
+    (strict, as :func:`summarise` counts it: a problem without a scored sample is a failure)."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in _read_scores(Path(run_dir)):
+        by.setdefault(str(r.get("problem_id")), []).append(r)
+    return [_rate(by.get(p, [])) for p in problem_ids]
+
+
+def _rate(samples: Sequence[Mapping[str, Any]]) -> float:
+    return sum(1 for s in samples if s.get("success")) / len(samples) if samples else 0.0
+
+
+def _comparison(a: str, b: str, ra: Mapping[str, float], rb: Mapping[str, float], order: Sequence[str], seed: int,
+                n_resamples: int) -> dict[str, Any]:
+    return {"a": a, "b": b, **paired_comparison([ra[p] for p in order], [rb[p] for p in order], seed=seed,
+                                                 n_resamples=n_resamples)}
 
 
 def summarise(out: str | os.PathLike[str], config: EvalConfig, problems: Sequence[Problem], *,

@@ -3,7 +3,7 @@
 Per partition and model: ASR with its bootstrap 95 % interval, per bucket, pass@k, how the episodes ended; and
 the paired comparisons of every model against the base and against stage 1 (paired bootstrap of the ASR
 difference, exact sign test on the per-problem success rates, exact McNemar on majority success, minimum detectable
-difference: :mod:`shoparena.evaluate.stats`, the same tests ``evaluation.json`` carries against its first model).
+difference: :func:`shoparena.evaluate.core.paired_comparison`, the one ``evaluation.json`` carries too).
 The body is a pure function of the stored evaluations, like ``evaluation.json`` is of the stored runs
 (``docs/reproduce.md``).
 """
@@ -14,41 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shoparena.evaluate.stats import (
-    majority_success,
-    mcnemar_exact,
-    min_detectable_difference,
-    paired_bootstrap,
-    sign_test,
-)
+from shoparena.evaluate.core import paired_comparison, problem_rates
 from shoparena.tasks.types import ASR_BUCKETS
-from shoparena.validator.run import read_run_file
 
-__all__ = ["RESULTS_FORMAT", "paired", "partition_results", "per_problem_rates", "render_results"]
+__all__ = ["RESULTS_FORMAT", "partition_results", "render_results"]
 
 RESULTS_FORMAT = "shoparena-reproduce-results/1"
-
-
-def per_problem_rates(run_dir: Path, problem_ids: Sequence[str]) -> list[float]:
-    """Each problem's success rate over its scored samples in ``run_dir/scores.jsonl``, in ``problem_ids`` order
-    (strict, as the evaluation counts it: a problem without a scored sample is a failure)."""
-    seen: dict[str, list[int]] = {}
-    for row in read_run_file(run_dir / "scores.jsonl"):
-        n_c = seen.setdefault(str(row.get("problem_id")), [0, 0])
-        n_c[0] += 1
-        n_c[1] += 1 if row.get("success") else 0
-    return [seen[p][1] / seen[p][0] if p in seen and seen[p][0] else 0.0 for p in problem_ids]
-
-
-def paired(a: Sequence[float], b: Sequence[float], *, seed: int, n_resamples: int) -> dict[str, Any]:
-    """``b − a`` over the same problems: the difference with its paired-bootstrap interval and p value, the sign
-    test (problems b did better on / a did better on), McNemar on majority success, the minimum detectable
-    difference."""
-    boot = paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed)
-    sign = sign_test(a, b).to_dict()
-    return {"diff": round(boot.diff, 6), "ci": [round(x, 6) for x in boot.ci], "p_value": round(boot.p_value, 6),
-            "sign": sign, "mcnemar": mcnemar_exact(majority_success(a), majority_success(b)).to_dict(),
-            "mdd": round(min_detectable_difference(a, b), 6), "separable": boot.ci[0] > 0 or boot.ci[1] < 0}
 
 
 def partition_results(eval_dir: Path, evaluation: Mapping[str, Any], roles: Mapping[str, str]) -> dict[str, Any]:
@@ -67,13 +38,13 @@ def partition_results(eval_dir: Path, evaluation: Mapping[str, Any], roles: Mapp
             "episodes": sum(statuses.values()), "statuses": statuses, "seconds": m.get("seconds"),
             "diagnostics": m.get("diagnostics"),  # what happened in the episodes (docs/evaluate.md)
         }
-        rates[label] = per_problem_rates(eval_dir / "models" / label, ids)
+        rates[label] = problem_rates(eval_dir / "models" / label, ids)
     comparisons: dict[str, dict[str, Any]] = {}
     for against in ("base", "stage1"):
         ref = roles.get(against)
         if ref not in rates:
             continue
-        comparisons[f"vs_{against}"] = {label: paired(rates[ref], r, seed=seed, n_resamples=n_resamples)
+        comparisons[f"vs_{against}"] = {label: paired_comparison(rates[ref], r, seed=seed, n_resamples=n_resamples)
                                         for label, r in rates.items() if label != ref}
     return {"problems": len(ids), "ids": ids, "by_bucket": evaluation["problems"]["by_bucket"],
             "samples": config["n_samples"], "temperature": config["temperature"], "timeout_s": config["timeout_s"],
