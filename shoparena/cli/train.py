@@ -50,11 +50,10 @@ def train(
     from shoparena.train.recipe import load_recipe, run_recipe
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    _stages(stages)  # a bad --stages is refused before the recipe or the corpus is read
+    chosen = _stages(stages)  # a bad --stages is refused before the recipe or the corpus is read
     spec, text = load_recipe(recipe)
     if base is not None:
         spec = spec.model_copy(update={"base": base})
-    chosen = _stages(stages)
     if catalog is None:
         from shoparena.artefact import resolve_input
         from shoparena.corpus import read_manifest
