@@ -15,7 +15,21 @@ forever.
 
 URI rule: when the text contains ``/v1/``, ``base_url`` is everything up to and including ``/v1`` and the model is
 the rest (model names contain slashes: ``openai:http://127.0.0.1:8000/v1/Qwen/Qwen3-4B``); otherwise the split is
-at the last ``/``. The API key comes from ``SHOPARENA_OPENAI_API_KEY``, else ``OPENAI_API_KEY``, else ``"EMPTY"``
+at the last ``/``.
+
+Several replicas of one model (a pool, :mod:`shoparena.llm.pool`): the first server's URI as above, then a query
+with one ``replica=<base_url>`` per further server, and optionally ``cooloff=<seconds>``::
+
+    openai:http://10.0.0.1:8000/v1/Qwen/Qwen3-4B?replica=http://10.0.0.2:8000/v1&replica=http://10.0.0.3:8000/v1
+
+The model is named once, before the ``?``, so a model name with slashes stays unambiguous; a replica is a bare base
+URL (nothing after its ``/v1``: every replica serves the model named before the ``?``). The URI has no comma, so it
+fits where model URIs are listed comma-separated (``shoparena evaluate --model A,B``). Quote it in a shell (``&``).
+A ``?`` therefore always starts this query in an ``openai:`` URI: an unknown key, an empty value, a replica that is
+not an ``http(s)://`` base URL or that repeats another, is a :class:`~shoparena.errors.ConfigError`. A URI without
+``?`` is one server, exactly as before.
+
+The API key comes from ``SHOPARENA_OPENAI_API_KEY``, else ``OPENAI_API_KEY``, else ``"EMPTY"``
 (local servers ignore it); ``SHOPARENA_OPENAI_TIMEOUT`` (seconds), ``SHOPARENA_OPENAI_MAX_RETRIES`` and
 ``SHOPARENA_OPENAI_TOTAL_TIMEOUT`` (seconds) override the defaults.
 """
@@ -26,14 +40,15 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 from shoparena.env.types import AssistantMessage
 from shoparena.errors import ConfigError
 from shoparena.llm.types import ChatBackend, Sampling
 from shoparena.llm.wire import BackendError, assistant_from_wire, sampling_to_request
 
-__all__ = ["OpenAIBackend", "parse_openai_uri"]
+__all__ = ["OpenAIBackend", "OpenAITarget", "from_uri", "parse_openai_pool_uri", "parse_openai_uri"]
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +62,87 @@ SLACK_S = 5.0
 
 
 def parse_openai_uri(rest: str) -> tuple[str, str]:
-    """``(base_url, model)`` from the part of an ``openai:`` URI after the scheme."""
+    """``(base_url, model)`` from the part of an ``openai:`` URI after the scheme; for a pool of replicas, the first
+    server's base URL (:func:`parse_openai_pool_uri` reads them all)."""
+    target = parse_openai_pool_uri(rest)
+    return target.base_urls[0], target.model
+
+
+class OpenAITarget(NamedTuple):
+    """What an ``openai:`` URI names: one model on one or more servers (module docstring)."""
+
+    base_urls: tuple[str, ...]
+    """The first server's base URL, then each ``replica=``'s, in the URI's order; each without a trailing ``/``."""
+    model: str
+    cooloff: float | None = None
+    """Seconds a failed replica is left out before it is probed again (``cooloff=``; None: the pool's default)."""
+
+
+_POOL_HINT = ("a pool is openai:<base_url>/<model>?replica=<base_url>&replica=<base_url>[&cooloff=<seconds>], "
+              "e.g. openai:http://10.0.0.1:8000/v1/Qwen/Qwen3-4B?replica=http://10.0.0.2:8000/v1")
+
+
+def parse_openai_pool_uri(rest: str) -> OpenAITarget:
+    """The servers and model an ``openai:`` URI names (the part after the scheme): one server, or a pool with
+    ``?replica=…`` (module docstring). Raises :class:`~shoparena.errors.ConfigError` on a form it cannot read."""
     rest = rest.strip()
-    marker = rest.find("/v1/")
+    head, sep, query = rest.partition("?")
+    base_url, model = _parse_one(head, rest)
+    if not sep:
+        return OpenAITarget((base_url,), model)
+    bases, cooloff = [base_url], None
+    for item in query.split("&"):
+        key, eq, raw = item.partition("=")
+        value = unquote(raw).strip()
+        if not eq or not value:
+            raise ConfigError(f"'{item}' in 'openai:{rest}' is not key=value", hint=_POOL_HINT)
+        if key == "replica":
+            bases.append(_replica(value, model, rest))
+        elif key == "cooloff":
+            try:
+                cooloff = float(value)
+            except ValueError:
+                cooloff = -1.0
+            if not (0 < cooloff < float("inf")):
+                raise ConfigError(f"cooloff={value!r} in 'openai:{rest}' is not a positive number of seconds",
+                                  hint="e.g. cooloff=30")
+        else:
+            raise ConfigError(f"unknown option {key!r} in 'openai:{rest}' (known: replica, cooloff)", hint=_POOL_HINT)
+    if len(bases) == 1:
+        raise ConfigError(f"'openai:{rest}' has a '?' but names no replica", hint=_POOL_HINT)
+    seen: set[str] = set()
+    for b in bases:
+        if b.rstrip("/") in seen:
+            raise ConfigError(f"the replica {b} is named twice in 'openai:{rest}'",
+                              hint="name each server once (the first one is the URL before the '?')")
+        seen.add(b.rstrip("/"))
+    return OpenAITarget(tuple(bases), model, cooloff)
+
+
+def _parse_one(text: str, whole: str) -> tuple[str, str]:
+    marker = text.find("/v1/")
     if marker >= 0:
-        base_url, model = rest[: marker + len("/v1")], rest[marker + len("/v1/"):]
+        base_url, model = text[: marker + len("/v1")], text[marker + len("/v1/"):]
     else:
-        base_url, _, model = rest.rpartition("/")
+        base_url, _, model = text.rpartition("/")
     if not base_url.startswith(("http://", "https://")) or not model:
         raise ConfigError(
-            f"cannot read an OpenAI base URL and model from 'openai:{rest}'",
+            f"cannot read an OpenAI base URL and model from 'openai:{whole}'",
             hint="use openai:<base_url>/<model>, e.g. openai:http://127.0.0.1:8000/v1/Qwen/Qwen3-4B",
         )
     return base_url, model
+
+
+def _replica(value: str, model: str, whole: str) -> str:
+    base = value.rstrip("/")
+    if not base.startswith(("http://", "https://")) or base in ("http:/", "https:/", "http:", "https:"):
+        raise ConfigError(f"replica={value!r} in 'openai:{whole}' is not an http(s):// base URL", hint=_POOL_HINT)
+    marker = base.find("/v1/")
+    if marker >= 0:
+        raise ConfigError(
+            f"replica={value!r} in 'openai:{whole}' goes on past /v1 ({base[marker + len('/v1/'):]!r})",
+            hint=f"a replica is a base URL only (…/v1); every replica serves the model before the '?' ({model!r})")
+    return base
 
 
 def _env_float(name: str, default: float) -> float:
@@ -225,5 +308,12 @@ def _status_hint(status: int, model: str) -> str:
 
 
 def from_uri(rest: str) -> ChatBackend:
-    """The ``openai:`` scheme's factory (registered lazily in :data:`shoparena.llm.types.BACKENDS`)."""
-    return OpenAIBackend(*parse_openai_uri(rest))
+    """The ``openai:`` scheme's factory (registered lazily in :data:`shoparena.llm.types.BACKENDS`): one server's
+    :class:`OpenAIBackend`, or a :class:`~shoparena.llm.pool.PooledOpenAIBackend` over the replicas a
+    ``?replica=`` URI names."""
+    target = parse_openai_pool_uri(rest)
+    if len(target.base_urls) == 1:
+        return OpenAIBackend(target.base_urls[0], target.model)
+    from shoparena.llm.pool import PooledOpenAIBackend
+
+    return PooledOpenAIBackend(target.base_urls, target.model, cooloff=target.cooloff)
