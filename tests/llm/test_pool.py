@@ -369,6 +369,16 @@ def _lines(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _run_steps(out: Path) -> dict[str, bytes]:
+    """Each episode's steps as sorted-key JSON, without the wall-clock fields (when and how fast it ran)."""
+    from shoparena.store.types import canonical_json
+
+    wall_clock = ("timestamp", "execution_time")
+    return {steps[0]["extra_info"]["problem_id"]: canonical_json(
+        [{**s, "extra_info": {k: v for k, v in (s.get("extra_info") or {}).items() if k not in wall_clock}}
+         for s in steps]) for steps in _lines(out / "rollouts.jsonl")}
+
+
 def test_an_evaluation_survives_a_replica_killed_mid_run(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Eight episodes of the ReAct agent through the gateway, the model two ``shoparena llm serve`` replicas of
@@ -376,7 +386,6 @@ def test_an_evaluation_survives_a_replica_killed_mid_run(tmp_path: Path, caplog:
     finishes; every inference call was answered by a replica; the episodes are byte for byte those of the same
     run straight from the policy."""
     from shoparena.validator.run import RunConfig, run_agents
-    from tests.validator.test_one_core import _run_steps
     from tests.worlds import small_world
 
     monkeypatch.setenv("SHOPARENA_OPENAI_MAX_RETRIES", "1")
@@ -427,3 +436,39 @@ def test_an_evaluation_survives_a_replica_killed_mid_run(tmp_path: Path, caplog:
                         tmp_path / "direct")
     assert _run_steps(tmp_path / "pooled") == _run_steps(tmp_path / "direct")
     assert (summary.asr, summary.pass_at_k) == (direct.asr, direct.pass_at_k)
+
+
+def test_shoparena_serve_fronts_a_pool_as_one_endpoint() -> None:
+    """``shoparena serve --model openai:…?replica=…`` is one endpoint over the replicas: it keeps answering, the
+    same answer, when one replica dies, and answers 502 naming both when the other dies too."""
+    ports = [_free_port(), _free_port()]
+    replicas_ = [_serve(p) for p in ports]
+    front_port = _free_port()
+    pool_uri = f"openai:http://127.0.0.1:{ports[0]}/v1/careful?replica=http://127.0.0.1:{ports[1]}/v1"
+    front = subprocess.Popen([sys.executable, "-m", "shoparena", "serve", "--model", pool_uri, "--name", "front",
+                              "--port", str(front_port)], env={**ENV, "SHOPARENA_OPENAI_MAX_RETRIES": "0"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    body = {"model": "front", "messages": [{"role": "user", "content": "a red dress under 50 dollars"}]}
+    url = f"http://127.0.0.1:{front_port}/v1/chat/completions"
+    try:
+        for proc, port in [*zip(replicas_, ports, strict=True), (front, front_port)]:
+            _wait_health(proc, port)
+        first = httpx.post(url, json=body, timeout=30).json()["choices"][0]["message"]
+        replicas_[1].kill()
+        replicas_[1].wait(timeout=10)
+        after = [httpx.post(url, json=body, timeout=30) for _ in range(4)]
+        replicas_[0].kill()
+        replicas_[0].wait(timeout=10)
+        dead = httpx.post(url, json=body, timeout=30)
+    finally:
+        for proc in (*replicas_, front):
+            proc.kill()
+            proc.wait(timeout=10)
+            if proc.stderr:
+                proc.stderr.close()
+    assert first["role"] == "assistant" and (first.get("content") or first.get("tool_calls"))
+    assert [r.status_code for r in after] == [200] * 4
+    assert all(r.json()["choices"][0]["message"] == first for r in after)
+    message = dead.json()["error"]["message"]
+    assert dead.status_code == 502 and "no replica of 'careful' answered" in message
+    assert all(f"127.0.0.1:{p}" in message for p in ports)
