@@ -10,15 +10,31 @@ reasoning → ``reasoning_content``, calls → ``tool_calls``, the rest → ``co
 Sampling: temperature 0 is greedy; otherwise multinomial sampling with ``temperature``/``top_p`` (and the model's
 own ``top_k`` default, as vLLM does). A ``seed`` seeds the RNG in a forked state, so the same seed gives the same
 text and the caller's global RNG is left alone. ``stop`` strings end generation and are cut from the text.
+
+Modes (``hf:PATH?mode=serial|batched``; the default is ``batched`` when the model is on CUDA, ``serial`` on a CPU):
+
+- ``serial`` — one ``generate`` at a time behind a lock, as above;
+- ``batched`` — every request goes to one persistent continuous-batching manager
+  (:class:`~shoparena.llm.hf_batching.BatchedDecoder`): concurrent requests (many episodes on one event loop) are
+  decoded together and a request that arrives joins the running batch. Rendering, tokenisation, end tokens, the turn
+  cap, stop strings and parsing are the serial path's; temperature 0 gives the serial path's tokens (float32 on a
+  CPU: tested). What differs is sampling: a request's ``seed`` is not honoured (the manager draws every request's
+  tokens from one generator, in the order its batches form), so sampled text is not repeatable — the backend says so
+  once in the log; seeded, repeatable sampling needs ``mode=serial``.
+
+Other URI options: ``device`` (``cpu``, ``cuda``, ``cuda:1`` …), ``dtype`` (``float32``, ``bfloat16`` …),
+``max_new_tokens`` (the per-turn cap) — :func:`parse_hf_uri`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from shoparena.env.protocol_native import parse_qwen3
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
@@ -28,10 +44,15 @@ from shoparena.llm.compact import compact_messages, read_compact
 from shoparena.llm.types import ChatBackend, Sampling
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS", "HFBackend", "clip_completion", "completion_to_message", "render_prompt", "template_messages",
+    "DEFAULT_MAX_NEW_TOKENS", "MODES", "HFBackend", "clip_completion", "completion_to_message", "parse_hf_uri",
+    "render_prompt", "template_messages",
 ]
 
+log = logging.getLogger(__name__)
+
 DEFAULT_MAX_NEW_TOKENS = 1024
+MODES = ("serial", "batched")
+_OPTIONS: dict[str, type] = {"mode": str, "device": str, "dtype": str, "max_new_tokens": int}
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>")
 _RNG_LOCK = threading.Lock()  # seeded sampling touches torch's process-wide RNG
 
@@ -123,10 +144,13 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[di
 
 
 class HFBackend:
-    """A local transformers model as a chat backend. ``name`` is the model directory's name."""
+    """A local transformers model as a chat backend. ``name`` is the model directory's name; ``mode`` is
+    ``serial`` or ``batched`` (module docstring; None: batched on CUDA, serial on a CPU)."""
 
     def __init__(self, path: str | Path, *, device: str | None = None, dtype: str | None = None,
-                 max_new_tokens: int | None = None) -> None:
+                 max_new_tokens: int | None = None, mode: str | None = None) -> None:
+        if mode is not None and mode not in MODES:
+            raise ConfigError(f"hf: unknown mode {mode!r}", hint=f"modes: {', '.join(MODES)}")
         torch, transformers = _import_hf()
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
@@ -137,7 +161,10 @@ class HFBackend:
             )
         self.name = self.path.name
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device != "cpu" else torch.float32)
+        self.mode = mode or ("batched" if self.device.startswith("cuda") else "serial")
+        torch_dtype = getattr(torch, dtype, None) if dtype else (torch.bfloat16 if self.device != "cpu" else torch.float32)
+        if not isinstance(torch_dtype, torch.dtype):
+            raise ConfigError(f"hf: unknown dtype {dtype!r}", hint="e.g. float32, bfloat16, float16")
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, local_files_only=True)
         if not self.tokenizer.chat_template:
             raise ConfigError(f"the tokenizer in {self.path} has no chat template",
@@ -162,6 +189,9 @@ class HFBackend:
         self.eos_token_ids = sorted(end)
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
+        self._decoder: Any = None  # the batched mode's BatchedDecoder, made on the first request
+        self._decoder_lock = threading.Lock()
+        self._warned_seed = False
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                enable_thinking: bool | None = None) -> str:
@@ -170,8 +200,67 @@ class HFBackend:
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  sampling: Sampling | None = None) -> tuple[str, int, int]:
-        """Blocking generation: ``(completion text, prompt tokens, completion tokens)``."""
+        """Blocking generation: ``(completion text, prompt tokens, completion tokens)``, by the backend's mode."""
+        if self.mode == "batched":
+            return self.generate_batched(messages, tools, sampling)
         return self.generate_batch([messages], tools, sampling)[0]
+
+    def _max_new(self, n_prompt: int, sampling: Sampling) -> int:
+        """The request's token budget: its ``max_tokens`` (else the default), under the turn cap and the context."""
+        room = getattr(self.model.config, "max_position_embeddings", None)
+        max_new = sampling.max_tokens or self.max_new_tokens
+        if self.turn_cap is not None:
+            max_new = min(max_new, self.turn_cap)
+        if room is not None:
+            max_new = min(max_new, room - n_prompt)
+        if max_new < 1:
+            raise ConfigError(f"the prompt ({n_prompt} tokens) fills the model's context ({room} tokens)")
+        return max_new
+
+    def decoder(self) -> Any:
+        """The batched mode's :class:`~shoparena.llm.hf_batching.BatchedDecoder` (made on first use; its manager
+        starts with the first request)."""
+        with self._decoder_lock:
+            if self._decoder is None:
+                from shoparena.llm.hf_batching import BatchedDecoder
+
+                self._decoder = BatchedDecoder(self.model, eos_token_ids=self.eos_token_ids)
+            return self._decoder
+
+    def generate_batched(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                         sampling: Sampling | None = None) -> tuple[str, int, int]:
+        """:meth:`generate` through the shared continuous batch (module docstring): the caller waits for its own
+        result while other callers' requests decode beside it."""
+        sampling = sampling or Sampling()
+        prompt = self.render(messages, tools, sampling.enable_thinking)
+        ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        max_new = self._max_new(len(ids), sampling)
+        if sampling.temperature > 0 and sampling.seed is not None and not self._warned_seed:
+            self._warned_seed = True
+            log.warning("hf: %s in batched mode does not honour sampling seeds: sampled text is not repeatable "
+                        "(use ?mode=serial for seeded sampling)", self.name)
+        stop = None
+        if sampling.stop:
+            stops = list(sampling.stop)
+
+            def stop(tokens: list[int]) -> bool:  # streamed: checked after every new token
+                text = self.tokenizer.decode(tokens, skip_special_tokens=False)
+                return any(s in text for s in stops)
+
+        check_abandoned()  # its run closed while it was being rendered
+        row = self.decoder().generate(ids, max_new, temperature=sampling.temperature, top_p=sampling.top_p,
+                                      stop=stop)
+        new = self._completion_ids(row)
+        text = self.tokenizer.decode(new, skip_special_tokens=False)
+        return clip_completion(text, sampling.stop), len(ids), len(new)
+
+    def close(self) -> None:
+        """Stop the batched mode's manager (requests in flight raise BackendError); a no-op in serial mode. The
+        manager is also stopped at interpreter exit."""
+        with self._decoder_lock:
+            decoder = self._decoder
+        if decoder is not None:
+            decoder.close()
 
     def generate_batch(self, conversations: list[list[dict[str, Any]]], tools: list[dict[str, Any]] | None = None,
                        sampling: Sampling | None = None) -> list[tuple[str, int, int]]:
@@ -188,14 +277,7 @@ class HFBackend:
                                 padding_side="left").to(self.device)
         width = int(inputs["input_ids"].shape[1])
         n_prompts = [int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()]
-        room = getattr(self.model.config, "max_position_embeddings", None)
-        max_new = sampling.max_tokens or self.max_new_tokens
-        if self.turn_cap is not None:
-            max_new = min(max_new, self.turn_cap)
-        if room is not None:
-            max_new = min(max_new, room - max(n_prompts))
-        if max_new < 1:
-            raise ConfigError(f"the prompt ({max(n_prompts)} tokens) fills the model's context ({room} tokens)")
+        max_new = self._max_new(max(n_prompts), sampling)
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new, "eos_token_id": self.eos_token_ids, "pad_token_id": self.pad_token_id,
         }
@@ -240,7 +322,7 @@ class HFBackend:
         return completion_to_message(text, n_prompt, n_completion)
 
     def __repr__(self) -> str:
-        return f"HFBackend({str(self.path)!r}, device={self.device!r})"
+        return f"HFBackend({str(self.path)!r}, device={self.device!r}, mode={self.mode!r})"
 
 
 def clip_completion(text: str, stop: list[str] | None) -> str:
@@ -253,6 +335,29 @@ def clip_completion(text: str, stop: list[str] | None) -> str:
     return text[:cut]
 
 
+def parse_hf_uri(rest: str) -> tuple[Path, dict[str, Any]]:
+    """``PATH[?mode=batched&device=cuda&dtype=bfloat16&max_new_tokens=256]`` → (path, options); an unknown or
+    malformed option, or an unknown mode, is a ConfigError naming the accepted ones."""
+    path, _, query = rest.partition("?")
+    options: dict[str, Any] = {}
+    for key, values in parse_qs(query, keep_blank_values=True).items():
+        if key not in _OPTIONS:
+            raise ConfigError(f"hf: unknown option {key!r}", hint=f"options: {', '.join(_OPTIONS)}")
+        try:
+            value = _OPTIONS[key](values[-1])
+        except ValueError:
+            raise ConfigError(f"hf: option {key}={values[-1]!r} is not a valid {_OPTIONS[key].__name__}") from None
+        if key == "mode" and value not in MODES:
+            raise ConfigError(f"hf: unknown mode {value!r}", hint=f"modes: {', '.join(MODES)}")
+        if isinstance(value, int) and value < 1:
+            raise ConfigError(f"hf: option {key} must be ≥ 1")
+        if isinstance(value, str) and not value:
+            raise ConfigError(f"hf: option {key} is empty", hint=f"options: {', '.join(_OPTIONS)}")
+        options[key] = value
+    return Path(path).expanduser(), options
+
+
 def from_uri(rest: str) -> ChatBackend:
     """The ``hf:`` scheme's factory (registered lazily in :data:`shoparena.llm.types.BACKENDS`)."""
-    return HFBackend(rest)
+    path, options = parse_hf_uri(rest)
+    return HFBackend(path, **options)
