@@ -145,13 +145,26 @@ class RolloutEnv:
 
 
 def sample_turns(model: Any, contexts: list[list[int]], max_new: list[int], eos_ids: list[int], pad_id: int,
-                  temperature: float, top_p: float) -> list[list[int]]:
-    """One turn for each context, generated together (left padding), each cut after its first end-of-turn token
-    and at its own token budget."""
+                  temperature: float, top_p: float, *, batched: bool | None = None) -> list[list[int]]:
+    """One turn for each context, generated together, each cut after its first end-of-turn token and at its own
+    token budget: the sampled ids as they are (token in / token out).
+
+    ``batched`` picks how: True — transformers' continuous batching (:func:`~shoparena.llm.hf_batching.decode_once`:
+    paged attention, no padding, each turn stops at its own end token or budget); False — one left-padded
+    ``model.generate``; None (default) — continuous batching on CUDA, left padding on a CPU. Both are greedy at
+    temperature 0 (the same ids on a CPU in float32) and both sample from the caller's torch RNG state, so a seeded
+    caller gets the same turns again; the two draw differently, so a seeded sample is not the same across paths."""
     import torch
 
     assert not model.training, "sampling in train mode (docs/training.md §7 bug #2)"
     device = next(model.parameters()).device
+    if batched is None:
+        batched = device.type == "cuda"
+    if batched:
+        from shoparena.llm.hf_batching import decode_once
+
+        turns = decode_once(model, contexts, max_new, eos_ids, temperature=temperature, top_p=top_p)
+        return [_cut_turn(turn, budget, eos_ids) for turn, budget in zip(turns, max_new, strict=True)]
     width = max(map(len, contexts))
     ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
@@ -163,12 +176,14 @@ def sample_turns(model: Any, contexts: list[list[int]], max_new: list[int], eos_
     with torch.no_grad():
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max(max_new),
                              eos_token_id=eos_ids, pad_token_id=pad_id, **kwargs)
-    turns = []
-    for row, budget in zip(out[:, width:].tolist(), max_new, strict=True):
-        new = row[:budget]
-        cut = next((i + 1 for i, tok in enumerate(new) if tok in eos_ids), len(new))
-        turns.append(new[:cut])
-    return turns
+    return [_cut_turn(row, budget, eos_ids) for row, budget in zip(out[:, width:].tolist(), max_new, strict=True)]
+
+
+def _cut_turn(row: list[int], budget: int, eos_ids: list[int]) -> list[int]:
+    """A generated row at its budget, up to and including its first end-of-turn token."""
+    new = row[:budget]
+    cut = next((i + 1 for i, tok in enumerate(new) if tok in eos_ids), len(new))
+    return new[:cut]
 
 
 class _Player:
