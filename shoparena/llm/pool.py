@@ -59,7 +59,7 @@ def replica_at_fault(exc: BackendError) -> bool:
     return exc.status is None or exc.status >= 500 or exc.status in REPLICA_STATUSES
 
 
-@dataclass
+@dataclass(eq=False)
 class Replica:
     """One server of a pool and what the pool knows of it."""
 
@@ -190,22 +190,24 @@ class PooledOpenAIBackend:
         """``GET <base_url>/models``: up again when the server answers below 500 within ``probe_timeout``."""
         import openai
 
-        error = None
+        error: str | None = "probe cancelled"
         try:
             await asyncio.wait_for(replica.backend.client().get(
                 "/models", cast_to=object, options={"max_retries": 0, "timeout": self.probe_timeout}),
                 self.probe_timeout)
+            error = None
         except openai.APIStatusError as exc:
-            if exc.status_code >= 500:
-                error = f"probe answered {exc.status_code}"
-        except (openai.APIError, TimeoutError, OSError) as exc:
+            error = f"probe answered {exc.status_code}" if exc.status_code >= 500 else None
+        except Exception as exc:  # refused, reset, timed out, closed session …: whatever it is, still down
             error = f"probe failed: {str(exc) or type(exc).__name__}"
-        with self._lock:
-            replica.probing = False
-            if error is None:
-                was_down, replica.down_until, replica.last_status = replica.down_until is not None, None, None
-            else:
-                was_down, replica.down_until, replica.last_error = False, self._clock() + self.cooloff, error
+        finally:
+            with self._lock:
+                replica.probing = False
+                if error is None:
+                    was_down = replica.down_until is not None
+                    replica.down_until, replica.last_status = None, None
+                else:
+                    was_down, replica.down_until, replica.last_error = False, self._clock() + self.cooloff, error
         if was_down:
             log.info("replica %s of %s answers again; back in the pool", replica.base_url, self.name)
         return error is None

@@ -250,6 +250,32 @@ def test_a_replica_killed_under_a_batch_loses_no_call() -> None:
     assert "cannot connect" in sb["last_error"] or "Server disconnected" in sb["last_error"]
 
 
+def test_a_cancelled_call_frees_its_place() -> None:
+    """A call cancelled while a replica generates (the gateway drops a closed run's calls) is no longer counted in
+    flight there, and the replica stays in the pool."""
+
+    async def main(pool: PooledOpenAIBackend) -> tuple[list[int], list[str]]:
+        slow = asyncio.create_task(pool.chat(ask(0)))
+        deadline = time.monotonic() + 20
+        while pool.stats()[0]["in_flight"] == 0:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        in_flight = [s["in_flight"] for s in pool.stats()]
+        labels = [who(await pool.chat(ask(i)), i) for i in (1, 2)]
+        await pool.aclose()
+        return in_flight, labels
+
+    with replicas(("A", 0.5), ("B", 0.5)) as (a, b):
+        pool = PooledOpenAIBackend([a.base, b.base], "m")
+        in_flight, labels = asyncio.run(main(pool))
+    assert in_flight == [0, 0]
+    assert sorted(labels) == ["A", "B"]  # both still in the pool, taking turns
+    assert [(s["failed"], s["up"]) for s in pool.stats()] == [(0, True), (0, True)]
+
+
 def test_every_replica_dead_is_a_backend_error_naming_them() -> None:
     ports = [closed_port(), closed_port()]
     pool = PooledOpenAIBackend([f"http://127.0.0.1:{p}/v1" for p in ports], "m", max_retries=0, cooloff=60,
