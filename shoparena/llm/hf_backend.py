@@ -236,9 +236,11 @@ class HFBackend:
         ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
         max_new = self._max_new(len(ids), sampling)
         if sampling.temperature > 0 and sampling.seed is not None and not self._warned_seed:
-            self._warned_seed = True
-            log.warning("hf: %s in batched mode does not honour sampling seeds: sampled text is not repeatable "
-                        "(use ?mode=serial for seeded sampling)", self.name)
+            with self._decoder_lock:  # once, also when the first seeded requests arrive together
+                first, self._warned_seed = not self._warned_seed, True
+            if first:
+                log.warning("hf: %s in batched mode does not honour sampling seeds: sampled text is not repeatable "
+                            "(use ?mode=serial for seeded sampling)", self.name)
         stop = None
         if sampling.stop:
             stops = list(sampling.stop)
