@@ -123,12 +123,13 @@ class PooledOpenAIBackend:
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> AssistantMessage:
         tried: list[Replica] = []
+        last: BackendError | None = None
         while True:
             replica = self._take(tried)
             if replica is None:
                 replica = await self._revive(tried)
-                if replica is None:
-                    raise self._none_answered(tried)
+                if replica is None:  # chained to the last replica's failure, whose cause says what broke
+                    raise self._none_answered(tried) from last
             tried.append(replica)
             try:
                 message = await replica.backend.chat(messages, tools, sampling)
@@ -137,6 +138,7 @@ class PooledOpenAIBackend:
                     self._release(replica, refused=True)
                     raise
                 self._release(replica, error=exc)
+                last = exc
                 continue
             except BaseException:  # cancelled (the run closed) or a bug: not the replica's fault
                 self._release(replica)

@@ -292,6 +292,8 @@ def test_every_replica_dead_is_a_backend_error_naming_them() -> None:
         assert isinstance(outcome, BackendError), outcome
         assert all(f"127.0.0.1:{p}" in outcome.message for p in ports) and "no replica of 'm'" in outcome.message
         assert "probed again" in (outcome.hint or "")
+    for outcome in batch:  # chained to the last replica's own error, the connection failure
+        assert isinstance(outcome.__cause__, BackendError) and "cannot connect" in outcome.__cause__.message
     assert "probe failed" in late.message
     assert [s["up"] for s in pool.stats()] == [False, False]
     assert sum(s["answered"] for s in pool.stats()) == 0
