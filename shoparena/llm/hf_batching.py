@@ -101,6 +101,14 @@ def effective_top_k(model: Any) -> int:
     return int(top_k) or int(model.config.get_text_config().vocab_size)
 
 
+def _restore_attention(model: Any, implementation: str) -> None:
+    """Give the model back its attention implementation: a manager that never started does not (its ``stop``
+    returns early)."""
+    if model.config._attn_implementation != implementation:
+        with contextlib.suppress(Exception):
+            model.set_attn_implementation(implementation)
+
+
 class _Request:
     """One caller's request: the manager it went to, and the outputs the result thread hands it (or a
     :class:`_Gone` when that manager died or was closed)."""
@@ -160,6 +168,7 @@ class BatchedDecoder:
             page_size=PAGE_SIZE, per_request_processors=True,
             num_blocks=math.ceil(self.cache_tokens / PAGE_SIZE) if self.cache_tokens else None,
             max_batch_tokens=self.max_batch_tokens)
+        attention = self.model.config._attn_implementation
         manager = self.model.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
         error: list[BaseException] = []
 
@@ -178,6 +187,8 @@ class BatchedDecoder:
         starter.start()
         starter.join()
         if error:
+            self._retire(manager)
+            _restore_attention(self.model, attention)
             raise BackendError(f"the hf: continuous-batching manager did not start: {error[0]}") from error[0]
         processor = manager.batch_processor
         self.capacity = int(processor.cache.num_blocks * PAGE_SIZE) if processor is not None else None
@@ -288,12 +299,15 @@ class BatchedDecoder:
 
 @contextlib.contextmanager
 def _one_shot_manager(model: Any, config: Any, cb: Any) -> Iterator[Any]:
+    attention = model.config._attn_implementation
     manager = model.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
     try:
         yield manager
     finally:
-        manager.stop(block=True, timeout=_STOP_TIMEOUT_S, hard_stop=True)
+        if manager.is_running():
+            manager.stop(block=True, timeout=_STOP_TIMEOUT_S, hard_stop=True)
         manager.destroy()
+        _restore_attention(model, attention)
 
 
 def decode_once(model: Any, contexts: Sequence[Sequence[int]], max_new: Sequence[int], eos_ids: Sequence[int], *,
