@@ -1,5 +1,6 @@
-"""``llamacpp:<checkpoint dir>[?dtype=F16&slots=2&threads=2&ctx=8192]`` — a transformers checkpoint served by
-llama.cpp on the CPU (through ``llama-cpp-python``), several times faster than ``hf:`` for evaluation and rollouts.
+"""``llamacpp:<checkpoint dir>[?mode=batched&parallel=16&dtype=F16&threads=2&ctx=8192]`` — a transformers checkpoint
+served by llama.cpp on the CPU (through ``llama-cpp-python``), several times faster than ``hf:`` for evaluation and
+rollouts.
 
 What the model sees and what is parsed are the ``hf:`` backend's, byte for byte: the prompt is rendered by the
 checkpoint's own tokenizer and chat template with its observation compaction
@@ -9,7 +10,13 @@ ids**; the sampled ids are decoded by the same tokenizer and parsed as Qwen3 tex
 to a GGUF beside the checkpoint (:func:`~shoparena.llm.gguf_export.export_gguf`, F16 by default, keyed by the
 weights' hash) and run by llama.cpp's kernels.
 
-Concurrency: ``slots`` llama.cpp contexts share the memory-mapped weights; a request takes the free slot whose cached
+Concurrency, ``mode=batched`` (the default): one llama.cpp context decodes up to ``parallel`` sequences per step
+(continuous batching: a request joins the running batch between two steps), an episode's next turn reuses its own
+sequence's KV cache, and the prompt prefix episodes share (the system + tools block) is evaluated once and copied
+to new sequences (:mod:`shoparena.llm.llamacpp_batch`). ``docs/results.md`` has the measured throughput of both
+modes (``bench/sampling.py``).
+
+Concurrency, ``mode=slots``: ``slots`` llama.cpp contexts share the memory-mapped weights; a request takes the free slot whose cached
 tokens share the longest prefix with its prompt, so a multi-turn episode keeps reusing its own KV cache (only the new
 tool result and generation prompt are evaluated each turn) while other episodes use other slots. ``threads`` are split
 across slots. A gateway request whose run closes stops at its next token or skips the slot it waited for
@@ -26,12 +33,14 @@ import asyncio
 import json
 import os
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from shoparena.errors import ConfigError, NotFoundError
-from shoparena.llm.abandon import abandoned, check_abandoned
+from shoparena.errors import BackendError, ConfigError, NotFoundError
+from shoparena.llm.abandon import ABANDON, abandoned, check_abandoned
 from shoparena.llm.compact import read_compact
 from shoparena.llm.hf_backend import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -39,13 +48,18 @@ from shoparena.llm.hf_backend import (
     completion_to_message,
     render_prompt,
 )
+from shoparena.llm.llamacpp_batch import BatchEngine, EngineError, GenerationRequest
 from shoparena.llm.types import ChatBackend, Sampling
 
-__all__ = ["LlamaCppBackend", "from_uri", "parse_llamacpp_uri"]
+__all__ = ["CallTiming", "LlamaCppBackend", "from_uri", "parse_llamacpp_uri"]
 
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>")
 _DEFAULT_SEED = 0x5EED
-_OPTIONS = {"dtype": str, "slots": int, "threads": int, "ctx": int, "max_new_tokens": int}
+_OPTIONS = {"mode": str, "dtype": str, "slots": int, "parallel": int, "threads": int, "ctx": int,
+            "max_new_tokens": int}
+MODES = ("batched", "slots")
+DEFAULT_PARALLEL = 16
+"""Sequences one batched context decodes at once (more requests wait for a free one)."""
 
 
 def _import_llama() -> Any:
@@ -71,8 +85,20 @@ def parse_llamacpp_uri(rest: str) -> tuple[Path, dict[str, Any]]:
                 from None
         if isinstance(value, int) and value < 1:
             raise ConfigError(f"llamacpp: option {key} must be ≥ 1")
+        if key == "mode" and value not in MODES:
+            raise ConfigError(f"llamacpp: unknown mode {value!r}", hint=f"modes: {', '.join(MODES)}")
         options[key] = value
     return Path(path).expanduser(), options
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """Where one call's time went: seconds from the call to its first sampled token (waiting for a slot or a
+    sequence included), and how many of its prompt tokens were evaluated (the rest came from a KV cache)."""
+
+    ttft_s: float | None
+    prompt_tokens: int
+    prompt_evaluated: int
 
 
 class _Slot:
@@ -94,8 +120,11 @@ class _Slot:
 class LlamaCppBackend:
     """A checkpoint directory served by llama.cpp. ``name`` is the directory's name."""
 
-    def __init__(self, path: str | Path, *, dtype: str = "F16", slots: int | None = None, threads: int | None = None,
-                 ctx: int | None = None, max_new_tokens: int | None = None) -> None:
+    def __init__(self, path: str | Path, *, mode: str = "batched", dtype: str = "F16", slots: int | None = None,
+                 parallel: int | None = None, threads: int | None = None, ctx: int | None = None,
+                 max_new_tokens: int | None = None) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"llamacpp: unknown mode {mode!r}", hint=f"modes: {', '.join(MODES)}")
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
             raise NotFoundError(f"no transformers model at {self.path} (config.json missing)",
@@ -123,7 +152,20 @@ class LlamaCppBackend:
         end |= set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         self.eos_token_ids = frozenset(end)
         self.gguf = export_gguf(self.path, dtype=dtype)
+        self.mode = mode
+        self.timeout_s: float | None = None
+        """Seconds a batched call may wait for its answer in all (None: no bound; the gateway's run clock and
+        abandonment end calls nobody waits for)."""
+        self.last_call = threading.local()
+        """``.timing``: the :class:`CallTiming` of this thread's last completed call (read by bench/sampling.py)."""
         cores = os.cpu_count() or 1
+        self._slots: list[_Slot] = []
+        self._cond = threading.Condition()
+        self._engine: BatchEngine | None = None
+        if mode == "batched":
+            self._engine = BatchEngine(self.gguf, n_seq=parallel or DEFAULT_PARALLEL, ctx=self.context,
+                                       threads=threads or cores)
+            return
         n_slots = slots or max(1, min(4, cores))
         total = threads or cores
         per_slot = max(1, total // n_slots)
@@ -133,7 +175,6 @@ class LlamaCppBackend:
                                   logits_all=False, verbose=False))
             for _ in range(n_slots)
         ]
-        self._cond = threading.Condition()
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                enable_thinking: bool | None = None) -> str:
@@ -167,8 +208,15 @@ class LlamaCppBackend:
         if max_new < 1:
             raise ConfigError(f"the prompt ({len(ids)} tokens) fills the model's context ({self.context} tokens)")
         greedy = sampling.temperature <= 0
+        if self._engine is not None:
+            new = self._generate_batched(ids, max_new, sampling)
+            text = self.tokenizer.decode(new, skip_special_tokens=False)
+            return clip_completion(text, sampling.stop), len(ids), len(new)
+        started = time.perf_counter()
         slot = self._acquire(ids)
+        shared = min(slot.shared_prefix(ids), len(ids) - 1)
         new: list[int] = []
+        first: float | None = None
         try:
             check_abandoned()  # it waited for a slot while its run closed (llm/abandon.py)
             llama = slot.llama
@@ -179,6 +227,8 @@ class LlamaCppBackend:
             for token in stream:
                 if abandoned():
                     break
+                if first is None:
+                    first = time.perf_counter()
                 new.append(int(token))
                 if token in self.eos_token_ids or len(new) >= max_new:
                     break
@@ -187,9 +237,37 @@ class LlamaCppBackend:
             stream.close()
         finally:
             self._release(slot)
+        self.last_call.timing = CallTiming(ttft_s=None if first is None else first - started,
+                                           prompt_tokens=len(ids), prompt_evaluated=len(ids) - shared)
         check_abandoned()  # stopped part-way: no answer rather than a cut one
         text = self.tokenizer.decode(new, skip_special_tokens=False)
         return clip_completion(text, sampling.stop), len(ids), len(new)
+
+    def _generate_batched(self, ids: list[int], max_new: int, sampling: Sampling) -> list[int]:
+        assert self._engine is not None
+        check_abandoned()
+        stop = list(sampling.stop or ())
+        decode = self.tokenizer.decode
+
+        def stop_check(new: list[int]) -> bool:
+            return any(s in decode(new[-32:]) for s in stop)
+
+        greedy = sampling.temperature <= 0
+        request = GenerationRequest(
+            ids=ids, max_new=max_new, temperature=0.0 if greedy else float(sampling.temperature),
+            top_k=self.top_k, top_p=sampling.top_p or 1.0,
+            seed=_DEFAULT_SEED if sampling.seed is None else int(sampling.seed), end_ids=self.eos_token_ids,
+            stop_check=stop_check if stop else None, abandon=ABANDON.get())
+        try:
+            new = self._engine.generate(request, timeout=self.timeout_s)
+        except EngineError as exc:
+            raise BackendError(f"llamacpp: {exc}", hint="the model's process log has llama.cpp's own message") \
+                from exc
+        self.last_call.timing = CallTiming(
+            ttft_s=None if request.first_token_at is None else request.first_token_at - request.submitted,
+            prompt_tokens=len(ids), prompt_evaluated=request.prompt_evaluated)
+        check_abandoned()  # stopped part-way: no answer rather than a cut one
+        return new
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> Any:
@@ -197,12 +275,18 @@ class LlamaCppBackend:
         return completion_to_message(text, n_prompt, n_completion)
 
     def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
         for slot in self._slots:
             slot.llama.close()
         self._slots = []
 
     def __repr__(self) -> str:
-        return f"LlamaCppBackend({str(self.path)!r}, gguf={self.gguf.name!r}, slots={len(self._slots)})"
+        if self._engine is not None:
+            return (f"LlamaCppBackend({str(self.path)!r}, gguf={self.gguf.name!r}, mode='batched', "
+                    f"parallel={self._engine.n_seq})")
+        return f"LlamaCppBackend({str(self.path)!r}, gguf={self.gguf.name!r}, mode='slots', slots={len(self._slots)})"
 
 
 def _generation_config(path: Path) -> dict[str, Any]:

@@ -17,17 +17,6 @@ import torch
 
 from shoparena.errors import ConfigError, NotFoundError
 from shoparena.llm.gguf_export import export_gguf
-from shoparena.llm.models import prepare_gguf, spec_with_path
-from shoparena.llm.tiny_gguf import build_tiny_llama_gguf
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.set_num_threads(1)
-    gguf, _ = build_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", quant="F32", layers=2)
-    out = tmp_path_factory.mktemp("prep") / "smol"
-    prepare_gguf(spec_with_path("smollm2-135m", gguf), out)
-    return out
 
 
 def test_export_is_written_once_and_keyed_by_the_weights(prepared: Path, tmp_path: Path) -> None:
@@ -79,7 +68,8 @@ def test_llama_cpp_reproduces_the_checkpoint_logits(prepared: Path, tmp_path: Pa
     assert (got.argmax(-1) == want.argmax(-1)).all()
 
 
-def test_backend_matches_hf_greedy_and_is_seeded(prepared: Path) -> None:
+@pytest.mark.parametrize("mode", ["slots", "batched"])
+def test_backend_matches_hf_greedy_and_is_seeded(prepared: Path, mode: str) -> None:
     pytest.importorskip("llama_cpp")
     from shoparena.llm.hf_backend import HFBackend
     from shoparena.llm.llamacpp_backend import LlamaCppBackend
@@ -87,7 +77,7 @@ def test_backend_matches_hf_greedy_and_is_seeded(prepared: Path) -> None:
 
     messages = [{"role": "user", "content": "find a red dress under 700"}]
     hf = HFBackend(prepared)
-    lc = LlamaCppBackend(prepared, dtype="F32", slots=2, threads=1)
+    lc = LlamaCppBackend(prepared, mode=mode, dtype="F32", slots=2, parallel=2, threads=1)
     try:
         greedy = Sampling(temperature=0.0, max_tokens=12)
         text_hf, n_hf, m_hf = hf.generate(messages, None, greedy)
@@ -108,6 +98,9 @@ def test_uri_options_are_checked(prepared: Path) -> None:
     from shoparena.llm.types import get_backend
 
     assert parse_llamacpp_uri(f"{prepared}?dtype=F32&slots=2") == (prepared, {"dtype": "F32", "slots": 2})
+    assert parse_llamacpp_uri(f"{prepared}?mode=batched&parallel=8") == (prepared, {"mode": "batched", "parallel": 8})
+    with pytest.raises(ConfigError, match="unknown mode"):
+        parse_llamacpp_uri(f"{prepared}?mode=fast")
     with pytest.raises(ConfigError, match="unknown option"):
         parse_llamacpp_uri(f"{prepared}?gpu=1")
     with pytest.raises(ConfigError, match="not a valid int"):
@@ -157,7 +150,7 @@ def test_an_abandoned_request_stops_generating_and_frees_its_slot(prepared: Path
 
     messages = [{"role": "user", "content": "find a red dress under 700"}]
     greedy = Sampling(temperature=0.0, max_tokens=20)
-    lc = LlamaCppBackend(prepared, dtype="F32", slots=1, threads=1)
+    lc = LlamaCppBackend(prepared, mode="slots", dtype="F32", slots=1, threads=1)
     try:
         control = lc.generate(messages, None, greedy)
         assert control[2] > 5  # the control runs past where the run closes below
