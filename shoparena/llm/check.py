@@ -46,11 +46,20 @@ def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
                                   hint=f"pip install 'shoparena[{extra}]'")
         return
     if sep and scheme == "openai":
-        from shoparena.llm.openai_backend import parse_openai_uri
+        from shoparena.llm.openai_backend import parse_openai_pool_uri
 
-        base_url, _model = parse_openai_uri(rest)
-        _probe(uri, base_url, timeout_s)
-        return
+        target = parse_openai_pool_uri(rest)
+        failures: list[BackendError] = []
+        for base_url in target.base_urls:  # a pool needs one live replica to start; failover covers the rest
+            try:
+                _probe(uri, base_url, timeout_s)
+                return
+            except BackendError as exc:
+                failures.append(exc)
+        if len(failures) == 1:
+            raise failures[0]
+        raise BackendError(f"model {uri!r}: no replica answers: " + "; ".join(str(f) for f in failures),
+                           hint="start at least one of the servers, or fix the URLs")
     from shoparena.llm.types import get_backend
 
     get_backend(uri)  # unknown scheme / unknown policy: ConfigError with the closest name

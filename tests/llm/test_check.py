@@ -55,3 +55,21 @@ def test_unreachable_openai_server_is_a_backend_error() -> None:
         port = s.getsockname()[1]  # closed again: nothing listens there
     with pytest.raises(BackendError, match="cannot connect"):
         check_model(f"openai:http://127.0.0.1:{port}/v1/m", timeout_s=1.0)
+
+
+def test_a_pool_starts_with_one_live_replica_and_not_with_none() -> None:
+    from shoparena._http import BackgroundServer
+    from shoparena.llm.serve import create_app
+    from shoparena.llm.types import get_backend
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])  # closed again: nothing listens there
+    dead = [f"http://127.0.0.1:{p}/v1" for p in ports]
+    with BackgroundServer(create_app(get_backend("policy:expert"))) as srv:
+        check_model(f"openai:{dead[0]}/m?replica={srv.url}/v1", timeout_s=1.0)  # the first is down, the second up
+    with pytest.raises(BackendError, match="no replica answers") as info:
+        check_model(f"openai:{dead[0]}/m?replica={dead[1]}", timeout_s=1.0)
+    assert str(ports[0]) in str(info.value) and str(ports[1]) in str(info.value)

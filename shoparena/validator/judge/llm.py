@@ -81,10 +81,16 @@ def _resolve(spec: str, config: LLMJudgeConfig) -> ChatBackend:
     """The backend of a model URI; ``openai:`` ones fail fast (connect timeout, no client retries)."""
     scheme, _, rest = spec.partition(":")
     if scheme == "openai":
-        from shoparena.llm.openai_backend import OpenAIBackend, parse_openai_uri
+        from shoparena.llm.openai_backend import OpenAIBackend, parse_openai_pool_uri
 
-        return OpenAIBackend(*parse_openai_uri(rest), timeout=config.timeout_s,
-                             connect_timeout=config.connect_timeout_s, max_retries=0)
+        target = parse_openai_pool_uri(rest)
+        options: dict[str, Any] = {"timeout": config.timeout_s, "connect_timeout": config.connect_timeout_s,
+                                   "max_retries": 0}
+        if len(target.base_urls) == 1:
+            return OpenAIBackend(target.base_urls[0], target.model, **options)
+        from shoparena.llm.pool import PooledOpenAIBackend
+
+        return PooledOpenAIBackend(target.base_urls, target.model, cooloff=target.cooloff, **options)
     return get_backend(spec)
 
 
