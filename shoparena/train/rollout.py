@@ -2,7 +2,10 @@
 
 :class:`RolloutEnv` holds what every episode needs: the catalog's search service (the same ``SearchService`` the
 gateway serves), the strict rule scorer, and the GRPO rows by prompt. :func:`run_token_episode` plays one episode
-of one row with a model (:func:`run_token_episodes` plays several in lockstep, one batched ``generate`` per turn):
+of one row with a model (:func:`run_token_episodes` plays several in lockstep, one batched ``generate`` per turn,
+or, given a :class:`TurnSampler` such as :class:`~shoparena.train.rollout_llamacpp.LlamaCppSampler`, each episode in
+its own thread asking the sampler for its turns, so an episode's next turn is sampled as soon as its tool results are
+appended):
 
 1. the prompt is the row's ``prompt`` + ``tools`` through the tokenizer's chat template (generation prompt on),
    behind the harness's system turn when the env's ``system`` is ``harness`` (as a ``react`` episode is prompted);
@@ -30,18 +33,20 @@ follow it: it renders a fixed stand-in conversation with and without the tool me
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import compact_messages
 from shoparena.train.format import parse_tools, with_system
 from shoparena.train.reward import blended_reward, mean_step_match
 
-__all__ = ["RolloutEnv", "TokenEpisode", "prompt_key", "render_prompt_ids", "run_token_episode", "run_token_episodes",
-           "sample_turns", "tool_suffix_ids", "turn_end_ids"]
+__all__ = ["RolloutEnv", "TokenEpisode", "TurnSampler", "prompt_key", "render_prompt_ids", "run_token_episode",
+           "run_token_episodes", "sample_turns", "tool_suffix_ids", "turn_end_ids"]
 
 _STAND_IN = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
              {"role": "assistant", "content": "a", "reasoning_content": "r"}]
@@ -262,13 +267,34 @@ class _Player:
         return ep
 
 
+class TurnSampler(Protocol):
+    """Samples turns for :func:`run_token_episodes` from a copy of ``model`` outside torch (an inference engine).
+
+    :meth:`start` is called once before the first turn with the policy to copy, the number of episodes and the
+    longest context a turn may have (prompt + whole-episode budget); :meth:`sample` from one thread per episode at
+    once, each call one turn: the sampled ids, cut after the first end-of-turn id and at ``max_new``; :meth:`stop`
+    once after the last turn (also when an episode failed)."""
+
+    def start(self, model: Any, episodes: int, context: int) -> None: ...
+
+    def sample(self, context: list[int], max_new: int, eos_ids: list[int], *, episode: int, turn: int,
+               temperature: float, top_p: float) -> list[int]: ...
+
+    def stop(self) -> None: ...
+
+
 def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequence[dict[str, Any]], *,
                        max_completion_length: int, turn_max_tokens: int, temperature: float, top_p: float,
-                       w: float = 0.5) -> list[TokenEpisode]:
-    """Play one episode per row with ``model`` (module docstring), in lockstep: each turn of every unfinished
-    episode is sampled in one batched ``generate`` call."""
+                       w: float = 0.5, sampler: TurnSampler | None = None) -> list[TokenEpisode]:
+    """Play one episode per row with ``model`` (module docstring). Without ``sampler``: in lockstep, each turn of
+    every unfinished episode sampled in one batched ``generate`` call. With one: every episode plays its own turn
+    loop in its own thread, each turn sampled by ``sampler`` (the episode's index and turn number say which draw),
+    the environment's side of a turn (parsing, tool calls, rendering) one episode at a time."""
     eos_ids, pad = turn_end_ids(tokenizer, model)
     players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
+    if sampler is not None:
+        _play_threaded(players, sampler, model, eos_ids, max_completion_length, temperature, top_p)
+        return [p.finish(w) for p in players]
     while True:
         asks = [(p, req) for p in players if not p.done and (req := p.request()) is not None]
         if not asks:
@@ -278,6 +304,38 @@ def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequen
         for (player, _), sampled in zip(asks, turns, strict=True):
             player.consume(sampled)
     return [p.finish(w) for p in players]
+
+
+def _play_threaded(players: list[_Player], sampler: TurnSampler, model: Any, eos_ids: list[int],
+                   max_completion_length: int, temperature: float, top_p: float) -> None:
+    """Each player's turn loop in its own thread; the environment side (tokenizer, search service, episode loop)
+    under one lock, so only the sampling runs concurrently."""
+    if not players:
+        return
+    env_lock = threading.Lock()
+
+    def play(index: int, player: _Player) -> None:
+        turn = 0
+        while True:
+            with env_lock:
+                req = None if player.done else player.request()
+            if req is None:
+                return
+            sampled = sampler.sample(req[0], req[1], eos_ids, episode=index, turn=turn, temperature=temperature,
+                                     top_p=top_p)
+            with env_lock:
+                player.consume(sampled)
+            turn += 1
+
+    longest = max(len(p.ep.prompt_ids) for p in players) + max_completion_length
+    sampler.start(model, len(players), longest)
+    try:
+        with ThreadPoolExecutor(max_workers=len(players), thread_name_prefix="episode") as pool:
+            futures = [pool.submit(play, i, p) for i, p in enumerate(players)]
+            for future in futures:
+                future.result()
+    finally:
+        sampler.stop()
 
 
 def run_token_episode(model: Any, tokenizer: Any, env: RolloutEnv, row: dict[str, Any], **settings: Any,
