@@ -13,8 +13,11 @@ learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the T
 :func:`shoparena.train.trainer.trainer_args`, what every stage's TRL config starts from) and is what the config test
 pins (docs/training.md §7 bug #12). LoRA (r 16, all linear layers by default) with the adapter-disabled model as the
 reference; the adapter is merged into ``out_dir/model``; checkpoints under ``out_dir/checkpoints`` for ``resume``.
-Episodes see what the served checkpoint sees: its compaction of tool results, and (``system="harness"``) the
-harness's system turn; ``tools`` keeps one tool profile of the rows.
+``sampler: llamacpp`` samples the turns from an exported copy of the current policy (LoRA merged, F16 by default)
+through llama.cpp's batched engine, each episode in its own thread (:mod:`shoparena.train.rollout_llamacpp`), as TRL
+does with vLLM; the loss's log-probs are still the training model's. Episodes see what the served checkpoint sees:
+its compaction of tool results, and (``system="harness"``) the harness's system turn; ``tools`` keeps one tool
+profile of the rows.
 
 ``prompts_from`` points stage 5 at the model's pass@k headroom (the paper's stage 5 "converts pass@k headroom into
 process improvement", docs/training.md §3): a harness run of the input model over the train problems (stage 2's
@@ -39,8 +42,11 @@ from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
-__all__ = ["GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward", "tool_match_reward",
-           "train_grpo", "trl_config"]
+__all__ = ["SAMPLER_DIR", "GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward",
+           "tool_match_reward", "train_grpo", "trl_config"]
+
+SAMPLER_DIR = "sampler"
+"""Under the stage's out dir: the llama.cpp sampler's per-step GGUF of the policy (removed when the stage ends)."""
 
 
 class GRPOConfig(StageConfig):
@@ -77,6 +83,15 @@ class GRPOConfig(StageConfig):
     solved at least once and in at most ``max_success_rate`` of its samples become prompts (module docstring). In a
     recipe, ``{out}`` stands for the run's output directory: ``{out}/rs/samples`` is stage 2's sampling in the run."""
     max_success_rate: float = Field(1.0, gt=0, le=1)
+    sampler: Literal["hf", "llamacpp"] = "hf"
+    """Who samples the episodes' turns: ``hf`` — the training model through transformers ``generate`` (lockstep
+    batches); ``llamacpp`` — an exported copy of the current policy through llama.cpp's batched engine, each episode
+    in its own thread (:mod:`shoparena.train.rollout_llamacpp`: several times faster on a CPU; llama checkpoints;
+    log-probs still come from the training model)."""
+    sampler_dtype: Literal["F32", "F16", "Q8_0"] = "F16"
+    """The exported copy's weight type (``llamacpp``): F16 is close to the policy, F32 exact and slower."""
+    sampler_threads: int | None = Field(None, ge=1)
+    """llama.cpp decode threads (``llamacpp``); default: torch's thread count."""
     # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 
     @model_validator(mode="after")
@@ -160,21 +175,25 @@ def tool_match_reward(completions: Sequence[Any], tool_match: Sequence[float], *
     return [float(x) for x in tool_match]
 
 
-def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig,
-                      log: list[dict[str, Any]] | None = None) -> Callable[[list[Any], Any], dict[str, Any]]:
+def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig, log: list[dict[str, Any]] | None = None, *,
+                      sampler: Any = None) -> Callable[[list[Any], Any], dict[str, Any]]:
     """TRL's ``rollout_func(prompts, trainer)`` over :class:`~shoparena.train.rollout.RolloutEnv` ``env``;
-    per-episode summaries are appended to ``log`` when given."""
+    per-episode summaries are appended to ``log`` when given. ``sampler``: a
+    :class:`~shoparena.train.rollout.TurnSampler` (``config.sampler: llamacpp``), told the trainer's global step
+    before each rollout (its draws' seeds); None samples with the training model."""
     from shoparena.train.rollout import run_token_episodes
 
     def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         model = trainer.model
         was_training = model.training
         model.eval()
+        if sampler is not None:
+            sampler.step = int(trainer.state.global_step)
         try:
             episodes = run_token_episodes(model, tokenizer, env, [env.row(p) for p in prompts],
                                           max_completion_length=config.max_completion_length,
                                           turn_max_tokens=config.turn_max_tokens, temperature=config.temperature,
-                                          top_p=config.top_p, w=config.w)
+                                          top_p=config.top_p, w=config.w, sampler=sampler)
         finally:
             if was_training:
                 model.train()
@@ -213,6 +232,10 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     from trl import GRPOTrainer
 
     started = time.perf_counter()
+    if config.sampler == "llamacpp":
+        from shoparena.train.rollout_llamacpp import require_llamacpp
+
+        require_llamacpp(model_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not Path(catalog_dir).is_dir():
@@ -224,17 +247,27 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
     rows, headroom = _in_headroom(rows, config)
     env = RolloutEnv(rows, Path(catalog_dir), max_turns=config.max_turns, system=config.system,
                      compact=read_compact(Path(model_dir)))
-    model, tokenizer = load_model(model_dir, config)
-    episodes: list[dict[str, Any]] = []
-    dataset = Dataset.from_list([{"prompt": row["prompt"]} for row in env.rows.values()])
-    trainer = GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward],
-                          args=trl_config(config, out_dir), train_dataset=dataset, processing_class=tokenizer,
-                          peft_config=peft_config(config), rollout_func=make_rollout_func(env, tokenizer, config,
-                                                                                          episodes),
-                          callbacks=trainer_callbacks("grpo", progress, callbacks))
-    quiet(trainer)
-    resumed = last_checkpoint(out_dir, before=config.max_steps) if resume else None
-    trainer.train(resume_from_checkpoint=resumed)
+    sampler = None
+    if config.sampler == "llamacpp":
+        from shoparena.train.rollout_llamacpp import LlamaCppSampler
+
+        sampler = LlamaCppSampler(model_dir, out_dir / SAMPLER_DIR, dtype=config.sampler_dtype, seed=config.seed,
+                                  threads=config.sampler_threads)
+    try:
+        model, tokenizer = load_model(model_dir, config)
+        episodes: list[dict[str, Any]] = []
+        dataset = Dataset.from_list([{"prompt": row["prompt"]} for row in env.rows.values()])
+        trainer = GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward],
+                              args=trl_config(config, out_dir), train_dataset=dataset, processing_class=tokenizer,
+                              peft_config=peft_config(config),
+                              rollout_func=make_rollout_func(env, tokenizer, config, episodes, sampler=sampler),
+                              callbacks=trainer_callbacks("grpo", progress, callbacks))
+        quiet(trainer)
+        resumed = last_checkpoint(out_dir, before=config.max_steps) if resume else None
+        trainer.train(resume_from_checkpoint=resumed)
+    finally:
+        if sampler is not None:
+            sampler.close()
     log = trainer.state.log_history
     metrics: dict[str, Any] = {"prompts": len(env.rows), "duplicate_prompts_dropped": env.duplicates,
                                "off_profile": off_profile, **headroom,
@@ -246,6 +279,20 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
                         "tool_match_mean": sum(e["tool_match"] for e in episodes) / n,
                         "turns_mean": sum(e["turns"] for e in episodes) / n,
                         "stops": {s: sum(e["stop"] == s for e in episodes) for s in sorted({e["stop"] for e in episodes})}})
+    if sampler is not None:
+        metrics["sampler"] = _sampler_metrics(config, sampler.stats)
     tokens = sum(e["model_tokens"] for e in episodes)
     return save_stage("grpo", trainer, tokenizer, out_dir, metrics=metrics, started=started, tokens=tokens,
                       resumed_from=resumed)
+
+
+def _sampler_metrics(config: GRPOConfig, stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The llama.cpp sampler's totals over the run's rollouts (export and sampling seconds, tokens) and the hash of
+    each rollout's exported policy (a step that changed the adapter changes it)."""
+    total = {k: sum(s.get(k, 0) for s in stats) for k in ("export_s", "sample_s", "generated_tokens",
+                                                            "prompt_tokens", "prompt_tokens_evaluated")}
+    sample_s = total["sample_s"]
+    return {"kind": config.sampler, "dtype": config.sampler_dtype, "rollouts": len(stats),
+            "policy_sha256": [s.get("policy_sha256") for s in stats],
+            **{k: round(v, 3) if isinstance(v, float) else v for k, v in total.items()},
+            "generated_tokens_per_s": round(total["generated_tokens"] / sample_s, 1) if sample_s else None}
