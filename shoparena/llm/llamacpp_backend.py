@@ -10,7 +10,7 @@ ids**; the sampled ids are decoded by the same tokenizer and parsed as Qwen3 tex
 to a GGUF beside the checkpoint (:func:`~shoparena.llm.gguf_export.export_gguf`, F16 by default, keyed by the
 weights' hash) and run by llama.cpp's kernels.
 
-Concurrency, ``mode=batched`` (the default): one llama.cpp context decodes up to ``parallel`` sequences per step
+Concurrency, ``mode=batched`` (the default; a URI naming ``slots`` without a mode keeps the ``slots`` path): one llama.cpp context decodes up to ``parallel`` sequences per step
 (continuous batching: a request joins the running batch between two steps), an episode's next turn reuses its own
 sequence's KV cache, and the prompt prefix episodes share (the system + tools block) is evaluated once and copied
 to new sequences (:mod:`shoparena.llm.llamacpp_batch`). ``docs/results.md`` has the measured throughput of both
@@ -120,11 +120,17 @@ class _Slot:
 class LlamaCppBackend:
     """A checkpoint directory served by llama.cpp. ``name`` is the directory's name."""
 
-    def __init__(self, path: str | Path, *, mode: str = "batched", dtype: str = "F16", slots: int | None = None,
+    def __init__(self, path: str | Path, *, mode: str | None = None, dtype: str = "F16", slots: int | None = None,
                  parallel: int | None = None, threads: int | None = None, ctx: int | None = None,
                  max_new_tokens: int | None = None) -> None:
+        mode = mode or ("slots" if slots else "batched")  # naming slots keeps a URI written for that path on it
         if mode not in MODES:
             raise ConfigError(f"llamacpp: unknown mode {mode!r}", hint=f"modes: {', '.join(MODES)}")
+        if mode == "batched" and slots:
+            raise ConfigError("llamacpp: slots= is an option of mode=slots",
+                              hint="batched mode takes parallel= (sequences decoded at once)")
+        if mode == "slots" and parallel:
+            raise ConfigError("llamacpp: parallel= is an option of mode=batched", hint="slots mode takes slots=")
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
             raise NotFoundError(f"no transformers model at {self.path} (config.json missing)",

@@ -117,7 +117,7 @@ class BatchEngine:
     """A llama.cpp context serving many sequences at once (module docstring). Thread-safe :meth:`generate`."""
 
     def __init__(self, gguf: str | Path, *, n_seq: int = 16, ctx: int = 8192, n_batch: int = 512,
-                 threads: int | None = None, unified: bool = True, cells: int | None = None) -> None:
+                 threads: int | None = None, unified: bool = False, cells: int | None = None) -> None:
         import llama_cpp
         from llama_cpp import _internals
         from llama_cpp._logger import set_verbose

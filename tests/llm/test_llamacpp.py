@@ -77,7 +77,8 @@ def test_backend_matches_hf_greedy_and_is_seeded(prepared: Path, mode: str) -> N
 
     messages = [{"role": "user", "content": "find a red dress under 700"}]
     hf = HFBackend(prepared)
-    lc = LlamaCppBackend(prepared, mode=mode, dtype="F32", slots=2, parallel=2, threads=1)
+    sizes = {"slots": 2} if mode == "slots" else {"parallel": 2}
+    lc = LlamaCppBackend(prepared, mode=mode, dtype="F32", threads=1, **sizes)
     try:
         greedy = Sampling(temperature=0.0, max_tokens=12)
         text_hf, n_hf, m_hf = hf.generate(messages, None, greedy)
@@ -101,6 +102,18 @@ def test_uri_options_are_checked(prepared: Path) -> None:
     assert parse_llamacpp_uri(f"{prepared}?mode=batched&parallel=8") == (prepared, {"mode": "batched", "parallel": 8})
     with pytest.raises(ConfigError, match="unknown mode"):
         parse_llamacpp_uri(f"{prepared}?mode=fast")
+    pytest.importorskip("llama_cpp")
+    for uri, mode in ((f"llamacpp:{prepared}?dtype=F32&threads=1", "batched"),
+                      (f"llamacpp:{prepared}?dtype=F32&slots=1&threads=1", "slots")):
+        backend = get_backend(uri)
+        try:
+            assert backend.mode == mode  # batched by default; a URI naming slots keeps the slots path
+        finally:
+            backend.close()
+    with pytest.raises(ConfigError, match="option of mode=slots"):
+        get_backend(f"llamacpp:{prepared}?mode=batched&slots=2")
+    with pytest.raises(ConfigError, match="option of mode=batched"):
+        get_backend(f"llamacpp:{prepared}?mode=slots&parallel=4")
     with pytest.raises(ConfigError, match="unknown option"):
         parse_llamacpp_uri(f"{prepared}?gpu=1")
     with pytest.raises(ConfigError, match="not a valid int"):
