@@ -18,7 +18,9 @@ Early stop (the paper's rule): :func:`emission_stop`'s callback samples a fixed 
 prompts at which a teacher turn recommended (``recommend_product`` in the completion) — under ``model.eval()`` +
 ``torch.no_grad()`` (train mode restored after) and stops training when the share of probe prompts whose sampled
 turn holds a parseable ``recommend_product`` call falls below ``probe_threshold`` (0.9). The rate function is
-injectable (``rate_fn``) so the rule can be tested without a model that recommends.
+injectable (``rate_fn``) so the rule can be tested without a model that recommends. ``probe_sampler: llamacpp``
+samples the probe turns from an exported copy of the current policy through llama.cpp's batched engine, all at once
+(:class:`EmissionProbe`'s ``sampler``).
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ from shoparena.errors import DataError
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
-__all__ = ["ATTENTION_TARGETS", "EmissionProbe", "KTOConfig", "balanced_subsample", "class_weights", "emission_stop",
-           "fit_kto_turns", "fitting_rows", "kto_rows", "probe_prompts", "row_tokens", "train_kto"]
+__all__ = ["ATTENTION_TARGETS", "PROBE_SAMPLER_DIR", "EmissionProbe", "KTOConfig", "balanced_subsample",
+           "class_weights", "emission_stop", "fit_kto_turns", "fitting_rows", "kto_rows", "probe_prompts", "row_tokens",
+           "train_kto"]
 
 ATTENTION_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+PROBE_SAMPLER_DIR = "probe-sampler"
+"""Under the stage's out dir: the llama.cpp probe sampler's GGUF of the policy (removed when the stage ends)."""
 RECOMMEND = "recommend_product"
 
 
@@ -65,6 +70,11 @@ class KTOConfig(StageConfig):
     probe_max_new_tokens: int = Field(256, ge=1)
     probe_temperature: float = Field(0.7, ge=0.0)
     probe_top_p: float = Field(0.95, gt=0.0, le=1.0)
+    probe_sampler: Literal["hf", "llamacpp"] = "hf"
+    """Who samples the probe turns: ``hf`` — the training model through transformers ``generate``; ``llamacpp`` — an
+    exported copy of the current policy (LoRA merged, ``probe_sampler_dtype``) through llama.cpp's batched engine,
+    every probe prompt at once (:mod:`shoparena.train.rollout_llamacpp`; llama checkpoints; faster on a CPU)."""
+    probe_sampler_dtype: Literal["F32", "F16", "Q8_0"] = "F16"
     system: Literal["row", "harness"] = "row"
     """``harness``: prompts without a system turn get the harness's native one (as SFT's ``system``)."""
     tools: ToolProfile = None
@@ -208,12 +218,18 @@ class EmissionProbe:
     minutes where a KTO step took seconds), and 1 on a CPU, where decoding is compute-bound and a batch pads every prompt to the
     longest (``bench/kto_probe.py``: batched 0.34× one-at-a-time with the tiny model) — so CPU runs still sample one
     prompt at a time. A turn ends at the tokenizer's or the generation config's end token (GRPO's rule). Sampling is
-    seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``."""
+    seeded in a forked RNG (the training RNG is left alone) and asserts ``not model.training``.
+
+    ``sampler`` (a :class:`~shoparena.train.rollout.TurnSampler`, e.g. the llama.cpp one): every probe prompt is
+    sampled at once through it from a copy of the current policy instead, probe ``i`` drawing with the same seed at
+    every measurement (as the forked RNG does), so a change of the rate is the model's."""
 
     def __init__(self, tokenizer: Any, probes: Sequence[dict[str, Any]], *, max_new_tokens: int = 256,
-                 temperature: float = 0.7, top_p: float = 0.95, seed: int = 0, batch: int | None = None) -> None:
+                 temperature: float = 0.7, top_p: float = 0.95, seed: int = 0, batch: int | None = None,
+                 sampler: Any = None) -> None:
         if batch is not None and batch < 1:
             raise ValueError("batch must be at least 1")
+        self.sampler = sampler
         self.tokenizer = tokenizer
         self.batch = batch
         self.probes = list(probes)
@@ -226,7 +242,7 @@ class EmissionProbe:
         import torch
 
         from shoparena.llm.hf_backend import completion_to_message
-        from shoparena.train.rollout import render_prompt_ids, sample_turns, turn_end_ids
+        from shoparena.train.rollout import render_prompt_ids, sample_concurrently, sample_turns, turn_end_ids
 
         assert not model.training, "sampling in train mode (docs/training.md §7 bug #2)"
         if not self.probes:
@@ -234,6 +250,13 @@ class EmissionProbe:
         eos_ids, pad = turn_end_ids(self.tokenizer, model)
         contexts = [render_prompt_ids(self.tokenizer, probe["prompt"], probe["tools"]) for probe in self.probes]
         hits = 0
+        if self.sampler is not None:
+            turns = sample_concurrently(self.sampler, model, contexts, [self.max_new_tokens] * len(contexts), eos_ids,
+                                        self.temperature, self.top_p)
+            for turn in turns:
+                reply = self.tokenizer.decode([t for t in turn if t not in eos_ids], skip_special_tokens=False)
+                hits += any(c.name == RECOMMEND for c in completion_to_message(reply).tool_calls)
+            return hits / len(self.probes)
         device = next(model.parameters()).device
         batch = self.batch or (GPU_PROBE_BATCH if device.type == "cuda" else 1)
         with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
@@ -317,6 +340,10 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     from trl import KTOTrainer
 
     started = time.perf_counter()
+    if config.probe_sampler == "llamacpp" and rate_fn is None:
+        from shoparena.train.rollout_llamacpp import require_llamacpp
+
+        require_llamacpp(model_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model(model_dir, config)
@@ -344,17 +371,28 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
     balance = {**class_weights(rows), "rows": len(rows), **prep}
     d_w = config.desirable_weight or balance["desirable_weight"]
     u_w = config.undesirable_weight or balance["undesirable_weight"]
+    sampler = None
+    if config.probe_sampler == "llamacpp" and rate_fn is None:
+        from shoparena.train.rollout_llamacpp import LlamaCppSampler
+
+        sampler = LlamaCppSampler(model_dir, out_dir / PROBE_SAMPLER_DIR, dtype=config.probe_sampler_dtype,
+                                  seed=config.seed)
     rate = rate_fn or EmissionProbe(tokenizer, probes, max_new_tokens=config.probe_max_new_tokens,
-                                    temperature=config.probe_temperature, top_p=config.probe_top_p, seed=config.seed)
+                                    temperature=config.probe_temperature, top_p=config.probe_top_p, seed=config.seed,
+                                    sampler=sampler)
     stop = emission_stop(rate, every=config.probe_every, threshold=config.probe_threshold)
     args = TRLKTOConfig(**trainer_args(config, out_dir), beta=config.beta, loss_type=config.loss_type,
                         max_length=config.max_length, desirable_weight=d_w, undesirable_weight=u_w,
                         disable_dropout=True)
-    trainer = quiet(KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                               processing_class=tokenizer, peft_config=peft_config(config),
-                               callbacks=trainer_callbacks("kto", progress, [stop, *callbacks])))
-    resumed = last_checkpoint(out_dir, before=config.max_steps) if resume else None
-    trainer.train(resume_from_checkpoint=resumed)
+    try:
+        trainer = quiet(KTOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                                   processing_class=tokenizer, peft_config=peft_config(config),
+                                   callbacks=trainer_callbacks("kto", progress, [stop, *callbacks])))
+        resumed = last_checkpoint(out_dir, before=config.max_steps) if resume else None
+        trainer.train(resume_from_checkpoint=resumed)
+    finally:
+        if sampler is not None:
+            sampler.close()
     # tokens of the rows this process stepped over (prompt + judged turn: TRL's count, which restarts in a resumed
     # process); the dataset's total would count the rows an early stop never reached
     seen = [r["num_tokens"] for r in trainer.state.log_history if "num_tokens" in r]

@@ -46,7 +46,7 @@ from shoparena.train.format import parse_tools, with_system
 from shoparena.train.reward import blended_reward, mean_step_match
 
 __all__ = ["RolloutEnv", "TokenEpisode", "TurnSampler", "prompt_key", "render_prompt_ids", "run_token_episode",
-           "run_token_episodes", "sample_turns", "tool_suffix_ids", "turn_end_ids"]
+           "run_token_episodes", "sample_concurrently", "sample_turns", "tool_suffix_ids", "turn_end_ids"]
 
 _STAND_IN = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
              {"role": "assistant", "content": "a", "reasoning_content": "r"}]
@@ -334,6 +334,22 @@ def _play_threaded(players: list[_Player], sampler: TurnSampler, model: Any, eos
             futures = [pool.submit(play, i, p) for i, p in enumerate(players)]
             for future in futures:
                 future.result()
+    finally:
+        sampler.stop()
+
+
+def sample_concurrently(sampler: TurnSampler, model: Any, contexts: list[list[int]], max_new: list[int],
+                        eos_ids: list[int], temperature: float, top_p: float) -> list[list[int]]:
+    """One turn for each context through ``sampler``, all submitted at once (one thread each): the single-turn
+    counterpart of :func:`sample_turns` (context ``i`` draws as episode ``i``, turn 0)."""
+    if not contexts:
+        return []
+    sampler.start(model, len(contexts), max(len(c) + n for c, n in zip(contexts, max_new, strict=True)))
+    try:
+        with ThreadPoolExecutor(max_workers=len(contexts), thread_name_prefix="turn") as pool:
+            futures = [pool.submit(sampler.sample, ctx, n, eos_ids, episode=i, turn=0, temperature=temperature,
+                                   top_p=top_p) for i, (ctx, n) in enumerate(zip(contexts, max_new, strict=True))]
+            return [f.result() for f in futures]
     finally:
         sampler.stop()
 

@@ -268,3 +268,24 @@ def test_llamacpp_sampler_refuses_what_it_cannot_export(tiny_model: Path, rl_wor
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_kto_emission_probe_through_llamacpp(overfit_llama: Path, rl_world: RLWorld, tmp_path: Path) -> None:
+    """KTO's emission probe sampled through the same helper: the overfit model recommends at its first turn in about
+    a third of its draws at T 0.7, the probe counts them (a rate strictly between 0 and 1), and a second measurement
+    of the same model draws the same turns (each probe keeps its seed)."""
+    from shoparena.train.kto import EmissionProbe
+
+    model, tok = _load(overfit_llama)
+    row = rl_world.rows("grpo_train")[0]
+    probes = [{"prompt": row["prompt"], "tools": row["tools"]}] * 12
+    sampler = LlamaCppSampler(overfit_llama, tmp_path / "probe", dtype="F16", seed=7, threads=1)
+    probe = EmissionProbe(tok, probes, max_new_tokens=96, temperature=0.7, top_p=0.95, seed=7, sampler=sampler)
+    try:
+        first = probe(model)
+        assert 0 < first < 1
+        assert probe(model) == first
+        assert sampler.exports == 2 and sampler.stats[-1]["generated_tokens"] > 12
+    finally:
+        sampler.close()
+    assert not (tmp_path / "probe").exists()
