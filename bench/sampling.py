@@ -15,8 +15,9 @@ every mode, as it is after an evaluation's first episode):
 
 - ``llamacpp/slots``: today's path, ``slots`` contexts of one thread each (2 on 2 cores), a request takes the slot
   sharing its longest prefix;
-- ``llamacpp/batched``: one context, continuous batching, the shared prefix copied, each episode continuing its
-  own sequence (``shoparena/llm/llamacpp_batch.py``);
+- ``llamacpp/batched``: continuous batching in two engines of one thread each (the default), the shared prefix
+  copied, each episode continuing its own sequence (``shoparena/llm/llamacpp_batch.py``); ``llamacpp/batched1``:
+  the same in one engine running both threads;
 - ``hf/serial`` and ``hf/batched``: transformers one request at a time, and through its continuous batching.
 
 Per row: episodes/s, generated tokens/s, prefill tokens/s (prompt tokens actually evaluated — a cached prefix is
@@ -48,7 +49,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-MODES = {"llamacpp": ("slots", "batched"), "hf": ("serial", "batched")}
+MODES = {"llamacpp": ("slots", "batched", "batched1"), "hf": ("serial", "batched")}
 
 
 def record_episodes(n: int, seed: int, work: Path, max_turns: int) -> list[dict[str, Any]]:
@@ -83,7 +84,8 @@ def make_backend(kind: str, mode: str, model: str, dtype: str, parallel: int) ->
 
         if mode == "slots":
             return LlamaCppBackend(model, mode="slots", dtype=dtype)
-        return LlamaCppBackend(model, mode="batched", dtype=dtype, parallel=parallel)
+        return LlamaCppBackend(model, mode="batched", dtype=dtype, parallel=parallel,
+                               engines=1 if mode == "batched1" else None)
     from shoparena.llm.hf_backend import HFBackend
 
     return HFBackend(model, device="cpu", mode=mode)
@@ -171,7 +173,7 @@ def main() -> int:
     ap.add_argument("--backends", default="llamacpp", help="comma list of llamacpp, hf")
     ap.add_argument("--modes", default=None, help="comma list of backend/mode to run (default: all of --backends)")
     ap.add_argument("--concurrency", default="1,4,8,16")
-    ap.add_argument("--episodes", type=int, default=0, help="episodes per row (default: 2 × concurrency, ≥ 4)")
+    ap.add_argument("--episodes", type=int, default=0, help="episodes per row (default: 2 × concurrency, 4 to 24)")
     ap.add_argument("--turns", type=int, default=6, help="turns replayed per episode at most")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--dtype", default="Q8_0", help="llamacpp weights (F32, F16, Q8_0)")
@@ -192,7 +194,7 @@ def main() -> int:
               "hint: backends llamacpp, hf; modes llamacpp/slots, llamacpp/batched, hf/serial, hf/batched",
               file=sys.stderr)
         return 2
-    per_level = {c: args.episodes or max(4, 2 * c) for c in levels}
+    per_level = {c: args.episodes or min(24, max(4, 2 * c)) for c in levels}
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     with tempfile.TemporaryDirectory() as tmp:
         episodes = record_episodes(max(per_level.values()) + 4, args.seed, Path(tmp), args.turns)
@@ -212,10 +214,12 @@ def main() -> int:
             backend = make_backend(kind, mode, args.model, args.dtype, max(16, c))
             try:
                 backend.generate(eps[0]["turns"][0], eps[0]["tools"], _warm())
-                engine = getattr(backend, "_engine", None)
-                decode_before = engine.stats.decode_s if engine else 0.0
+                engines = getattr(backend, "_engines", [])
+                decode_before = sum(e.stats.decode_s for e in engines)
                 r = replay(backend, eps, c, args.max_tokens, args.seed)
-                decode_s = (engine.stats.decode_s - decode_before) if engine else None
+                # engines decode in parallel on their own threads: their mean share of the wall time
+                decode_s = ((sum(e.stats.decode_s for e in engines) - decode_before) / len(engines)
+                            if engines else None)
             finally:
                 close = getattr(backend, "close", None)
                 if close:
@@ -234,19 +238,19 @@ def main() -> int:
                 f"{row['prefill_tokens_per_s']:>9.1f} {row['ttft_ms'] if row['ttft_ms'] is not None else '-':>8} "
                 f"{row['decode_share'] if row['decode_share'] is not None else '-':>9} {row['matmul_fraction']:>9.3f}")
     ratios = []
-    for kind, (serial, batched) in MODES.items():
+    for kind, (serial, *batched) in MODES.items():
         base = {r["concurrency"]: r for r in results if (r["backend"], r["mode"]) == (kind, serial)}
         best = max((r["episodes_per_s"] for r in base.values()), default=None)
         for r in results:
-            if (r["backend"], r["mode"]) != (kind, batched) or r["concurrency"] not in base:
+            if r["backend"] != kind or r["mode"] not in batched or r["concurrency"] not in base:
                 continue
             b = base[r["concurrency"]]
-            ratios.append({"backend": kind, "concurrency": r["concurrency"],
+            ratios.append({"backend": kind, "mode": r["mode"], "concurrency": r["concurrency"],
                            "episodes_per_s": round(r["episodes_per_s"] / b["episodes_per_s"], 2),
                            "gen_tokens_per_s": round(r["gen_tokens_per_s"] / b["gen_tokens_per_s"], 2),
                            "vs_best_serial_episodes_per_s": round(r["episodes_per_s"] / best, 2) if best else None})
     for x in ratios:
-        log(f"{x['backend']} batched / {MODES[x['backend']][0]} at {x['concurrency']:>2}: episodes/s ×"
+        log(f"{x['backend']} {x['mode']} / {MODES[x['backend']][0]} at {x['concurrency']:>2}: episodes/s ×"
             f"{x['episodes_per_s']}, generated tokens/s ×{x['gen_tokens_per_s']}, vs the best "
             f"{MODES[x['backend']][0]} row ×{x['vs_best_serial_episodes_per_s']}")
     if args.json:

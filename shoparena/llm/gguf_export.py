@@ -20,7 +20,7 @@ from typing import Any
 from shoparena.errors import ConfigError, DataError
 from shoparena.seal import weights_sha256
 
-__all__ = ["DTYPES", "export_gguf", "permute_qk", "write_llama_gguf"]
+__all__ = ["DTYPES", "bpe_vocab", "export_gguf", "permute_qk", "write_llama_gguf"]
 
 DTYPES = ("F32", "F16", "Q8_0")
 _STAMP = "shoparena.checkpoint_sha256"
@@ -123,7 +123,7 @@ def write_llama_gguf(path: str | os.PathLike[str], config: Any, state: Mapping[s
     return out
 
 
-def _bpe_vocab(tokenizer_json: Path) -> tuple[list[str], list[str], list[str], str]:
+def bpe_vocab(tokenizer_json: Path) -> tuple[list[str], list[str], list[str], str]:
     """Tokens by id, merges, special tokens and llama.cpp's pre-tokenizer name from a fast ``tokenizer.json``."""
     body = json.loads(tokenizer_json.read_text(encoding="utf-8"))
     model = body.get("model") or {}
@@ -172,7 +172,7 @@ def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: s
         state.update(load_file(f))
     if not state:
         raise DataError(f"{src}: no safetensors weights")
-    tokens, merges, special, pre = _bpe_vocab(src / "tokenizer.json")
+    tokens, merges, special, pre = bpe_vocab(src / "tokenizer.json")
     tok_cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8")) \
         if (src / "tokenizer_config.json").is_file() else {}
     ids = {t: i for i, t in enumerate(tokens)}

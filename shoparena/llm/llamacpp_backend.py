@@ -1,4 +1,4 @@
-"""``llamacpp:<checkpoint dir>[?mode=batched&parallel=16&dtype=F16&threads=2&ctx=8192]`` — a transformers checkpoint
+"""``llamacpp:<checkpoint dir>[?mode=batched&parallel=16&engines=2&dtype=F16&threads=2&ctx=8192]`` — a transformers checkpoint
 served by llama.cpp on the CPU (through ``llama-cpp-python``), several times faster than ``hf:`` for evaluation and
 rollouts.
 
@@ -10,11 +10,13 @@ ids**; the sampled ids are decoded by the same tokenizer and parsed as Qwen3 tex
 to a GGUF beside the checkpoint (:func:`~shoparena.llm.gguf_export.export_gguf`, F16 by default, keyed by the
 weights' hash) and run by llama.cpp's kernels.
 
-Concurrency, ``mode=batched`` (the default; a URI naming ``slots`` without a mode keeps the ``slots`` path): one llama.cpp context decodes up to ``parallel`` sequences per step
-(continuous batching: a request joins the running batch between two steps), an episode's next turn reuses its own
-sequence's KV cache, and the prompt prefix episodes share (the system + tools block) is evaluated once and copied
-to new sequences (:mod:`shoparena.llm.llamacpp_batch`). ``docs/results.md`` has the measured throughput of both
-modes (``bench/sampling.py``).
+Concurrency, ``mode=batched`` (the default; a URI naming ``slots`` without a mode keeps the ``slots`` path):
+``engines`` llama.cpp contexts (default 2, each on its share of ``threads``) each decode up to ``parallel / engines``
+sequences per step (continuous batching: a request joins the running batch between two steps); an episode's next
+turn goes to the engine holding its sequence and reuses its KV cache, a new episode to the least loaded engine, and
+the prompt prefix episodes share (the system + tools block) is evaluated once per engine and copied to new
+sequences (:mod:`shoparena.llm.llamacpp_batch`). ``docs/results.md`` §8 has the measured throughput of the modes
+(``bench/sampling.py``).
 
 Concurrency, ``mode=slots``: ``slots`` llama.cpp contexts share the memory-mapped weights; a request takes the free slot whose cached
 tokens share the longest prefix with its prompt, so a multi-turn episode keeps reusing its own KV cache (only the new
@@ -55,11 +57,14 @@ __all__ = ["CallTiming", "LlamaCppBackend", "from_uri", "parse_llamacpp_uri"]
 
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>")
 _DEFAULT_SEED = 0x5EED
-_OPTIONS = {"mode": str, "dtype": str, "slots": int, "parallel": int, "threads": int, "ctx": int,
+_OPTIONS = {"mode": str, "dtype": str, "slots": int, "parallel": int, "engines": int, "threads": int, "ctx": int,
             "max_new_tokens": int}
 MODES = ("batched", "slots")
 DEFAULT_PARALLEL = 16
-"""Sequences one batched context decodes at once (more requests wait for a free one)."""
+"""Sequences the batched engines decode at once, all engines together (more requests wait for a free one)."""
+DEFAULT_ENGINES = 2
+"""Batched engines, each a llama.cpp context on its share of the threads: one graph run by two threads spends much
+of a small model's step in synchronisation, two one-thread engines do not (docs/results.md §8)."""
 
 
 def _import_llama() -> Any:
@@ -121,16 +126,17 @@ class LlamaCppBackend:
     """A checkpoint directory served by llama.cpp. ``name`` is the directory's name."""
 
     def __init__(self, path: str | Path, *, mode: str | None = None, dtype: str = "F16", slots: int | None = None,
-                 parallel: int | None = None, threads: int | None = None, ctx: int | None = None,
-                 max_new_tokens: int | None = None) -> None:
+                 parallel: int | None = None, engines: int | None = None, threads: int | None = None,
+                 ctx: int | None = None, max_new_tokens: int | None = None) -> None:
         mode = mode or ("slots" if slots else "batched")  # naming slots keeps a URI written for that path on it
         if mode not in MODES:
             raise ConfigError(f"llamacpp: unknown mode {mode!r}", hint=f"modes: {', '.join(MODES)}")
         if mode == "batched" and slots:
             raise ConfigError("llamacpp: slots= is an option of mode=slots",
                               hint="batched mode takes parallel= (sequences decoded at once)")
-        if mode == "slots" and parallel:
-            raise ConfigError("llamacpp: parallel= is an option of mode=batched", hint="slots mode takes slots=")
+        if mode == "slots" and (parallel or engines):
+            raise ConfigError("llamacpp: parallel= and engines= are options of mode=batched",
+                              hint="slots mode takes slots=")
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
             raise NotFoundError(f"no transformers model at {self.path} (config.json missing)",
@@ -167,10 +173,14 @@ class LlamaCppBackend:
         cores = os.cpu_count() or 1
         self._slots: list[_Slot] = []
         self._cond = threading.Condition()
-        self._engine: BatchEngine | None = None
+        self._engines: list[BatchEngine] = []
         if mode == "batched":
-            self._engine = BatchEngine(self.gguf, n_seq=parallel or DEFAULT_PARALLEL, ctx=self.context,
-                                       threads=threads or cores)
+            total = threads or cores
+            n_engines = max(1, min(engines or DEFAULT_ENGINES, total))
+            per_engine = max(1, (parallel or DEFAULT_PARALLEL) // n_engines)
+            self._engines = [BatchEngine(self.gguf, n_seq=per_engine, ctx=self.context, threads=max(1, total // n_engines))
+                             for _ in range(n_engines)]
+            self._turn = 0
             return
         n_slots = slots or max(1, min(4, cores))
         total = threads or cores
@@ -214,7 +224,7 @@ class LlamaCppBackend:
         if max_new < 1:
             raise ConfigError(f"the prompt ({len(ids)} tokens) fills the model's context ({self.context} tokens)")
         greedy = sampling.temperature <= 0
-        if self._engine is not None:
+        if self._engines:
             new = self._generate_batched(ids, max_new, sampling)
             text = self.tokenizer.decode(new, skip_special_tokens=False)
             return clip_completion(text, sampling.stop), len(ids), len(new)
@@ -250,7 +260,7 @@ class LlamaCppBackend:
         return clip_completion(text, sampling.stop), len(ids), len(new)
 
     def _generate_batched(self, ids: list[int], max_new: int, sampling: Sampling) -> list[int]:
-        assert self._engine is not None
+        engine = self._route(ids)
         check_abandoned()
         stop = list(sampling.stop or ())
         decode = self.tokenizer.decode
@@ -265,7 +275,7 @@ class LlamaCppBackend:
             seed=_DEFAULT_SEED if sampling.seed is None else int(sampling.seed), end_ids=self.eos_token_ids,
             stop_check=stop_check if stop else None, abandon=ABANDON.get())
         try:
-            new = self._engine.generate(request, timeout=self.timeout_s)
+            new = engine.generate(request, timeout=self.timeout_s)
         except EngineError as exc:
             raise BackendError(f"llamacpp: {exc}", hint="the model's process log has llama.cpp's own message") \
                 from exc
@@ -275,23 +285,43 @@ class LlamaCppBackend:
         check_abandoned()  # stopped part-way: no answer rather than a cut one
         return new
 
+    @property
+    def _engine(self) -> BatchEngine | None:
+        """The first engine (the only one with one thread), or None in slots mode."""
+        return self._engines[0] if self._engines else None
+
+    def _route(self, ids: list[int]) -> BatchEngine:
+        """The engine for a request: the one holding this episode's previous turn, else the least loaded (ties
+        in turn), so an episode keeps its cache and new episodes spread over the engines."""
+        if len(self._engines) == 1:
+            return self._engines[0]
+        held = [(e.continues(ids), e) for e in self._engines]
+        best = max(held, key=lambda h: h[0])
+        if best[0] > 0:
+            return best[1]
+        with self._cond:
+            self._turn += 1
+            turn = self._turn
+        n = len(self._engines)
+        return min(((self._engines[(turn + i) % n], i) for i in range(n)), key=lambda x: (x[0].load(), x[1]))[0]
+
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> Any:
         text, n_prompt, n_completion = await asyncio.to_thread(self.generate, messages, tools, sampling)
         return completion_to_message(text, n_prompt, n_completion)
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+        for engine in self._engines:
+            engine.close()
+        self._engines = []
         for slot in self._slots:
             slot.llama.close()
         self._slots = []
 
     def __repr__(self) -> str:
-        if self._engine is not None:
+        if self._engines:
             return (f"LlamaCppBackend({str(self.path)!r}, gguf={self.gguf.name!r}, mode='batched', "
-                    f"parallel={self._engine.n_seq})")
+                    f"engines={len(self._engines)}, parallel={sum(e.n_seq for e in self._engines)})")
         return f"LlamaCppBackend({str(self.path)!r}, gguf={self.gguf.name!r}, mode='slots', slots={len(self._slots)})"
 
 

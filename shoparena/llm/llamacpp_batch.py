@@ -181,6 +181,23 @@ class BatchEngine:
             raise request.error
         return request.out
 
+    def load(self) -> int:
+        """Requests queued or decoding now (a router sends new episodes to the least loaded engine)."""
+        with self._cond:
+            return len(self._queue) + sum(s.request is not None for s in self._seqs)
+
+    def continues(self, ids: list[int]) -> int:
+        """How many of ``ids`` a resident sequence holds when it holds that request's whole previous prompt (the
+        same episode's last turn), else 0: a router keeps an episode on the engine that has its cache."""
+        best = 0
+        for seq in self._seqs:
+            tokens = list(seq.tokens)  # a snapshot: the engine thread appends while we read
+            if tokens and seq.prompt_len:
+                n = _lcp(tokens, ids)
+                if n >= seq.prompt_len:
+                    best = max(best, n)
+        return best
+
     def close(self) -> None:
         with self._cond:
             if self._closed:

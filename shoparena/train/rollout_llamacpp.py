@@ -107,7 +107,7 @@ class LlamaCppSampler:
 
     def __init__(self, model_dir: str | Path, work_dir: str | Path, *, dtype: str = "F16", seed: int = 0,
                  threads: int | None = None, n_batch: int = 512) -> None:
-        from shoparena.llm.gguf_export import DTYPES, _bpe_vocab
+        from shoparena.llm.gguf_export import DTYPES, bpe_vocab
 
         if dtype not in DTYPES:
             raise ConfigError(f"unknown GGUF dtype {dtype!r}", hint=f"one of {', '.join(DTYPES)}")
@@ -116,7 +116,7 @@ class LlamaCppSampler:
         self.dtype, self.seed, self.n_batch = dtype, int(seed), int(n_batch)
         self.threads = threads
         self.step = 0
-        self.tokens, self.merges, self.special, self.pre = _bpe_vocab(self.model_dir / "tokenizer.json")
+        self.tokens, self.merges, self.special, self.pre = bpe_vocab(self.model_dir / "tokenizer.json")
         self.top_k = 50
         self.engine: Any = None
         self.gguf: Path | None = None

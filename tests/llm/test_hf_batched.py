@@ -50,18 +50,14 @@ CONVERSATIONS = [
 
 @pytest.fixture(scope="module")
 def sharp_qwen3(tiny_qwen3: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny Qwen3 with its matrices redrawn at std 0.3 (seed 0) and ``%`` as an extra end token."""
-    import torch
+    """The tiny Qwen3 with its matrices redrawn (tests/sharp.py) and ``%`` as an extra end token."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from tests.sharp import redraw
+
     out = tmp_path_factory.mktemp("sharp") / "sharp-qwen3"
-    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3, local_files_only=True)
+    model = redraw(AutoModelForCausalLM.from_pretrained(tiny_qwen3, local_files_only=True))
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3, local_files_only=True)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for _, param in model.named_parameters():
-            if param.dim() >= 2:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
     end = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>", "%")]
     model.generation_config.eos_token_id = end
     model.save_pretrained(out)

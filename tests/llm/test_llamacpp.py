@@ -17,6 +17,7 @@ import torch
 
 from shoparena.errors import ConfigError, NotFoundError
 from shoparena.llm.gguf_export import export_gguf
+from tests.sharp import SetAfter
 
 
 def test_export_is_written_once_and_keyed_by_the_weights(prepared: Path, tmp_path: Path) -> None:
@@ -112,7 +113,7 @@ def test_uri_options_are_checked(prepared: Path) -> None:
             backend.close()
     with pytest.raises(ConfigError, match="option of mode=slots"):
         get_backend(f"llamacpp:{prepared}?mode=batched&slots=2")
-    with pytest.raises(ConfigError, match="option of mode=batched"):
+    with pytest.raises(ConfigError, match="options of mode=batched"):
         get_backend(f"llamacpp:{prepared}?mode=slots&parallel=4")
     with pytest.raises(ConfigError, match="unknown option"):
         parse_llamacpp_uri(f"{prepared}?gpu=1")
@@ -141,18 +142,6 @@ def test_compaction_recorded_with_the_checkpoint_is_applied(prepared: Path, tmp_
         lc.close()
 
 
-class _SetAfter:
-    """An event that reads as set from its ``n``-th look on (a run that closes while its answer is generated);
-    counts the looks."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.looks = n, 0
-
-    def is_set(self) -> bool:
-        self.looks += 1
-        return self.looks >= self.n
-
-
 def test_an_abandoned_request_stops_generating_and_frees_its_slot(prepared: Path) -> None:
     """llm/abandon.py: a request whose run closed while it waited for a slot never generates; one whose run closes
     part-way stops at the next token and raises; the slot is free for the next request either way."""
@@ -167,11 +156,11 @@ def test_an_abandoned_request_stops_generating_and_frees_its_slot(prepared: Path
     try:
         control = lc.generate(messages, None, greedy)
         assert control[2] > 5  # the control runs past where the run closes below
-        waited = _SetAfter(1)
+        waited = SetAfter(1)
         with abandon_when(waited), pytest.raises(Abandoned):  # type: ignore[arg-type]
             lc.generate(messages, None, greedy)
         assert waited.looks == 1  # checked once, after taking the slot, and never generated
-        midway = _SetAfter(4)
+        midway = SetAfter(4)
         with abandon_when(midway), pytest.raises(Abandoned):  # type: ignore[arg-type]
             lc.generate(messages, None, greedy)
         assert midway.looks == 5  # the slot check, two tokens, the stop at the third, the final check

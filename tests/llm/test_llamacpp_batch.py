@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("llama_cpp")
 
 from shoparena.llm.types import Sampling
+from tests.sharp import SetAfter, sharpened_copy
 
 SYSTEM = {"role": "system", "content": "You are a shopping assistant. " + "Search the catalog before you answer. " * 12}
 QUERIES = ["find a red dress under 700", "wireless earbuds", "a steel water bottle", "running shoes size 42",
@@ -22,24 +23,8 @@ QUERIES = ["find a red dress under 700", "wireless earbuds", "a steel water bott
 
 @pytest.fixture(scope="module")
 def sharp(prepared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny checkpoint with its matrices redrawn at std 0.3 (seed 0): its greedy continuations differ from
-    conversation to conversation (at the usual std 0.02 every prompt prints one token forever, and comparisons of
-    texts would pass whatever the engine did)."""
-    import shutil
-
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    out = tmp_path_factory.mktemp("sharp") / "sharp"
-    shutil.copytree(prepared, out)
-    model = AutoModelForCausalLM.from_pretrained(prepared, local_files_only=True)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for _, param in model.named_parameters():
-            if param.dim() >= 2:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
-    model.save_pretrained(out)
-    return out
+    """The tiny checkpoint with prompt-dependent greedy continuations (tests/sharp.py)."""
+    return sharpened_copy(prepared, tmp_path_factory.mktemp("sharp") / "sharp")
 
 
 def _conversation(i: int) -> list[dict[str, Any]]:
@@ -164,17 +149,6 @@ def test_stop_strings_and_the_turn_cap(sharp: Path) -> None:
         batched.close()
 
 
-class _SetAfter:
-    """An event that reads as set from its ``n``-th look on; counts the looks."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.looks = n, 0
-
-    def is_set(self) -> bool:
-        self.looks += 1
-        return self.looks >= self.n
-
-
 def test_an_abandoned_request_raises_and_leaves_the_others_whole(sharp: Path) -> None:
     from shoparena.llm.abandon import Abandoned, abandon_when
 
@@ -187,7 +161,7 @@ def test_an_abandoned_request_raises_and_leaves_the_others_whole(sharp: Path) ->
         closed.set()
         with abandon_when(closed), pytest.raises(Abandoned):
             lc.generate(_conversation(3), None, greedy)
-        midway = _SetAfter(4)
+        midway = SetAfter(4)
         with abandon_when(midway), pytest.raises(Abandoned):  # type: ignore[arg-type]
             lc.generate(_conversation(3), None, greedy)
         assert 4 <= midway.looks < control[2] + 2  # it stopped part-way, not at the end
@@ -204,4 +178,26 @@ def test_a_closed_engine_fails_its_callers_with_a_backend_error(sharp: Path) -> 
     engine.close()
     with pytest.raises(BackendError, match="stopped"):
         lc.generate(_conversation(0), None, Sampling(temperature=0.0, max_tokens=4))
-    lc._engine = None
+    lc._engines = []
+
+
+def test_two_engines_share_new_episodes_and_keep_each_episode_on_its_own(sharp: Path) -> None:
+    from shoparena.llm.llamacpp_backend import LlamaCppBackend
+
+    greedy = Sampling(temperature=0.0, max_tokens=8)
+    one = _backend(sharp, mode="batched", parallel=4)
+    two = LlamaCppBackend(sharp, mode="batched", dtype="F32", threads=2, engines=2, parallel=4)
+    try:
+        assert len(two._engines) == 2
+        firsts = _concurrently(lambda i: two.generate(_conversation(i), None, greedy), 4)
+        assert all(e.stats.prompt_tokens > 0 for e in two._engines)  # new episodes went to both engines
+        seconds = [[*_conversation(i), {"role": "assistant", "content": firsts[i][0]},
+                    {"role": "user", "content": "cheaper"}] for i in range(4)]
+        again = _concurrently(lambda i: two.generate(seconds[i], None, greedy), 4)
+        assert sum(e.stats.takeovers for e in two._engines) == 4  # every next turn found its own sequence
+        alone = [one.generate(m, None, greedy) for m in seconds]
+    finally:
+        one.close()
+        two.close()
+    assert [a[1:] for a in again] == [a[1:] for a in alone]
+    assert sum(a == b for a, b in zip(again, alone, strict=True)) >= 3

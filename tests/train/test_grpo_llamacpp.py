@@ -98,21 +98,11 @@ def overfit_llama(tiny_llama: Path, rl_world: RLWorld, tmp_path_factory: pytest.
 
 @pytest.fixture(scope="module")
 def sharp_llama(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``tiny_llama`` with its matrices redrawn at std 0.3 (seed 0): its greedy turns differ from prompt to prompt
-    (at the usual std 0.02 a prompt prints one token forever, and comparing episodes would prove nothing)."""
-    from transformers import AutoModelForCausalLM
+    """``tiny_llama`` with prompt-dependent greedy turns (tests/sharp.py): at the usual std 0.02 a prompt prints one
+    token forever, and comparing episodes would prove nothing."""
+    from tests.sharp import sharpened_copy
 
-    prepared = tiny_llama
-    out = tmp_path_factory.mktemp("sharp") / "sharp"
-    shutil.copytree(prepared, out)
-    model = AutoModelForCausalLM.from_pretrained(prepared, local_files_only=True)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for _, param in model.named_parameters():
-            if param.dim() >= 2:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
-    model.save_pretrained(out)
-    return out
+    return sharpened_copy(tiny_llama, tmp_path_factory.mktemp("sharp") / "sharp")
 
 
 def _load(model_dir: Path) -> tuple[Any, Any]:
