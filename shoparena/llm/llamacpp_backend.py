@@ -223,11 +223,11 @@ class LlamaCppBackend:
         max_new = min(max_new, self.context - len(ids))
         if max_new < 1:
             raise ConfigError(f"the prompt ({len(ids)} tokens) fills the model's context ({self.context} tokens)")
-        greedy = sampling.temperature <= 0
         if self._engines:
             new = self._generate_batched(ids, max_new, sampling)
             text = self.tokenizer.decode(new, skip_special_tokens=False)
             return clip_completion(text, sampling.stop), len(ids), len(new)
+        greedy = sampling.temperature <= 0
         started = time.perf_counter()
         slot = self._acquire(ids)
         shared = min(slot.shared_prefix(ids), len(ids) - 1)
@@ -248,7 +248,7 @@ class LlamaCppBackend:
                 new.append(int(token))
                 if token in self.eos_token_ids or len(new) >= max_new:
                     break
-                if sampling.stop and any(s in self.tokenizer.decode(new[-32:]) for s in sampling.stop):
+                if sampling.stop and self._hits_stop(new, sampling.stop):
                     break
             stream.close()
         finally:
@@ -263,17 +263,12 @@ class LlamaCppBackend:
         engine = self._route(ids)
         check_abandoned()
         stop = list(sampling.stop or ())
-        decode = self.tokenizer.decode
-
-        def stop_check(new: list[int]) -> bool:
-            return any(s in decode(new[-32:]) for s in stop)
-
         greedy = sampling.temperature <= 0
         request = GenerationRequest(
             ids=ids, max_new=max_new, temperature=0.0 if greedy else float(sampling.temperature),
             top_k=self.top_k, top_p=sampling.top_p or 1.0,
             seed=_DEFAULT_SEED if sampling.seed is None else int(sampling.seed), end_ids=self.eos_token_ids,
-            stop_check=stop_check if stop else None, abandon=ABANDON.get())
+            stop_check=(lambda new: self._hits_stop(new, stop)) if stop else None, abandon=ABANDON.get())
         try:
             new = engine.generate(request, timeout=self.timeout_s)
         except EngineError as exc:
@@ -285,10 +280,10 @@ class LlamaCppBackend:
         check_abandoned()  # stopped part-way: no answer rather than a cut one
         return new
 
-    @property
-    def _engine(self) -> BatchEngine | None:
-        """The first engine (the only one with one thread), or None in slots mode."""
-        return self._engines[0] if self._engines else None
+    def _hits_stop(self, new: list[int], stop: list[str]) -> bool:
+        """Whether the text of the last sampled tokens holds a stop string (generation then ends)."""
+        tail = self.tokenizer.decode(new[-32:])
+        return any(s in tail for s in stop)
 
     def _route(self, ids: list[int]) -> BatchEngine:
         """The engine for a request: the one holding this episode's previous turn, else the least loaded (ties
@@ -301,9 +296,9 @@ class LlamaCppBackend:
             return best[1]
         with self._cond:
             self._turn += 1
-            turn = self._turn
-        n = len(self._engines)
-        return min(((self._engines[(turn + i) % n], i) for i in range(n)), key=lambda x: (x[0].load(), x[1]))[0]
+            start = self._turn % len(self._engines)
+        in_turn = self._engines[start:] + self._engines[:start]
+        return min(in_turn, key=lambda e: e.load())  # the first of the least loaded
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> Any:

@@ -85,7 +85,6 @@ class EngineStats:
     prefix_copies: int = 0
     takeovers: int = 0
     evictions: int = 0
-    preemptions: int = 0
 
 
 class _Seq:
@@ -117,7 +116,7 @@ class BatchEngine:
     """A llama.cpp context serving many sequences at once (module docstring). Thread-safe :meth:`generate`."""
 
     def __init__(self, gguf: str | Path, *, n_seq: int = 16, ctx: int = 8192, n_batch: int = 512,
-                 threads: int | None = None, unified: bool = False, cells: int | None = None) -> None:
+                 threads: int | None = None) -> None:
         import llama_cpp
         from llama_cpp import _internals
         from llama_cpp._logger import set_verbose
@@ -132,18 +131,17 @@ class BatchEngine:
         mparams = llama_cpp.llama_model_default_params()
         self._model = _internals.LlamaModel(path_model=str(gguf), params=mparams, verbose=False)
         cparams = llama_cpp.llama_context_default_params()
-        self.unified = unified
-        cparams.n_ctx = (cells or self.ctx_per_seq * self.n_seq) if unified else self.ctx_per_seq * self.n_seq
+        cparams.n_ctx = self.ctx_per_seq * self.n_seq
         cparams.n_batch = self.n_batch + self.n_seq  # a step: one token per generating sequence + a prefill chunk
         cparams.n_ubatch = self.n_batch + self.n_seq
         cparams.n_seq_max = self.n_seq
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
-        cparams.kv_unified = unified
+        cparams.kv_unified = False  # one stream per sequence: attention reads only its own cells
         cparams.no_perf = True
         from llama_cpp._utils import suppress_stdout_stderr
 
-        with suppress_stdout_stderr(disable=False):  # llama.cpp warns that a unified cache exceeds one sequence's
+        with suppress_stdout_stderr(disable=False):  # llama.cpp's context banner
             self._context = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
         self._ctx = self._context.ctx
         self._mem = llama_cpp.llama_get_memory(self._ctx)
@@ -269,26 +267,24 @@ class BatchEngine:
     def _place(self, request: GenerationRequest, idle: list[_Seq]) -> None:
         ll, mem, ids = self._ll, self._mem, request.ids
         limit = len(ids) - 1  # the last prompt token is always evaluated: its logits give the first draw
+        held = {s.id: _lcp(s.tokens, ids) for s in self._seqs}
         # The same episode's previous turn: an idle sequence whose whole last prompt this request repeats.
-        own = [s for s in idle if s.tokens and s.prompt_len <= _lcp(s.tokens, ids) and s.prompt_len <= limit]
+        own = [s for s in idle if s.tokens and s.prompt_len <= held[s.id] and s.prompt_len <= limit]
         if own:
-            seq = max(own, key=lambda s: _lcp(s.tokens, ids))
-            keep = min(_lcp(seq.tokens, ids), limit)
+            seq = max(own, key=lambda s: held[s.id])
             self.stats.takeovers += 1
         else:
-            best = max(self._seqs, key=lambda s: _lcp(s.tokens, ids))
-            shared = min(_lcp(best.tokens, ids), limit)
+            best = max(self._seqs, key=lambda s: held[s.id])
             seq = self._fresh(idle)
-            if shared > 0 and best is not seq:
+            held[seq.id] = _lcp(seq.tokens, ids)  # 0 when it was evicted
+            if min(held[best.id], limit) > 0 and best is not seq:
+                # another stream: llama.cpp copies whole streams, the tail past the prefix is cut below
                 ll.llama_memory_seq_rm(mem, seq.id, -1, -1)
-                if self.unified:  # the copy shares the prefix's cells: nothing is moved
-                    ll.llama_memory_seq_cp(mem, best.id, seq.id, 0, shared)
-                    seq.tokens = best.tokens[:shared]
-                else:  # another stream: llama.cpp copies whole streams, the tail is cut below
-                    ll.llama_memory_seq_cp(mem, best.id, seq.id, -1, -1)
-                    seq.tokens = list(best.tokens)
+                ll.llama_memory_seq_cp(mem, best.id, seq.id, -1, -1)
+                seq.tokens = list(best.tokens)
+                held[seq.id] = held[best.id]
                 self.stats.prefix_copies += 1
-            keep = min(_lcp(seq.tokens, ids), limit)
+        keep = min(held[seq.id], limit)
         if not ll.llama_memory_seq_rm(mem, seq.id, keep, -1):
             ll.llama_memory_seq_rm(mem, seq.id, -1, -1)
             keep = 0

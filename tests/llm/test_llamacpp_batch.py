@@ -67,7 +67,7 @@ def test_concurrent_requests_give_the_slots_paths_greedy_text_and_share_the_pref
     batched = _backend(sharp, mode="batched", parallel=8)
     try:
         got = _concurrently(lambda i: batched.generate(_conversation(i), None, greedy), 6)
-        stats = batched._engine.stats
+        stats = batched._engines[0].stats
     finally:
         batched.close()
     # Batched logits are summed in another order than one sequence's (other kernel shapes, the shared prefix's
@@ -92,7 +92,7 @@ def test_a_next_turn_continues_its_own_sequence(sharp: Path) -> None:
                   {"role": "user", "content": "cheaper, please"}]
         text2, n_prompt2, _ = lc.generate(second, None, greedy)
         timing = lc.last_call.timing
-        assert lc._engine.stats.takeovers == 1
+        assert lc._engines[0].stats.takeovers == 1
         assert timing.prompt_tokens == n_prompt2
         assert timing.prompt_evaluated < n_prompt2 - n_prompt // 2  # only what the first turn did not hold
     finally:
@@ -126,7 +126,7 @@ def test_more_conversations_than_sequences_evict_idle_ones_and_all_finish(sharp:
                  for i, q in enumerate(QUERIES)]
         together = _concurrently(
             lambda i: lc.generate([{"role": "user", "content": f"{QUERIES[i]} number {i}"}], None, greedy), 6)
-        assert lc._engine.stats.evictions > 0
+        assert lc._engines[0].stats.evictions > 0
     finally:
         lc.close()
     assert together == alone
@@ -174,7 +174,7 @@ def test_a_closed_engine_fails_its_callers_with_a_backend_error(sharp: Path) -> 
     from shoparena.errors import BackendError
 
     lc = _backend(sharp, mode="batched", parallel=2)
-    engine = lc._engine
+    engine = lc._engines[0]
     engine.close()
     with pytest.raises(BackendError, match="stopped"):
         lc.generate(_conversation(0), None, Sampling(temperature=0.0, max_tokens=4))
