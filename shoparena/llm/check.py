@@ -18,7 +18,6 @@ from __future__ import annotations
 import http.client
 import importlib.util
 from collections.abc import Iterable
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from shoparena.errors import BackendError, ConfigError, NotFoundError
@@ -36,7 +35,11 @@ def check_model(uri: str, *, timeout_s: float = 3.0) -> None:
     """Raise a :class:`~shoparena.errors.ShopArenaError` if ``uri`` names no model that can answer."""
     scheme, sep, rest = uri.partition(":")
     if sep and scheme in ("hf", "llamacpp"):
-        path = Path(rest.partition("?")[0] if scheme == "llamacpp" else rest).expanduser()
+        if scheme == "hf":
+            from shoparena.llm.hf_backend import parse_hf_uri as parse
+        else:
+            from shoparena.llm.llamacpp_backend import parse_llamacpp_uri as parse
+        path, _options = parse(rest)  # a bad option or mode: ConfigError before any episode runs
         if not (path / "config.json").is_file():
             raise NotFoundError(f"model {uri!r}: no transformers model at {path} (config.json missing)",
                                 hint=f"{scheme}: takes a local model directory")

@@ -53,7 +53,7 @@ from shoparena.llm.hf_backend import (
 from shoparena.llm.llamacpp_batch import BatchEngine, EngineError, GenerationRequest
 from shoparena.llm.types import ChatBackend, Sampling
 
-__all__ = ["CallTiming", "LlamaCppBackend", "from_uri", "parse_llamacpp_uri"]
+__all__ = ["CallTiming", "LlamaCppBackend", "from_uri", "parse_llamacpp_uri", "resolve_mode"]
 
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>")
 _DEFAULT_SEED = 0x5EED
@@ -90,10 +90,25 @@ def parse_llamacpp_uri(rest: str) -> tuple[Path, dict[str, Any]]:
                 from None
         if isinstance(value, int) and value < 1:
             raise ConfigError(f"llamacpp: option {key} must be ≥ 1")
-        if key == "mode" and value not in MODES:
-            raise ConfigError(f"llamacpp: unknown mode {value!r}", hint=f"modes: {', '.join(MODES)}")
         options[key] = value
+    resolve_mode(options.get("mode"), slots=options.get("slots"), parallel=options.get("parallel"),
+                 engines=options.get("engines"))
     return Path(path).expanduser(), options
+
+
+def resolve_mode(mode: str | None, *, slots: int | None = None, parallel: int | None = None,
+                 engines: int | None = None) -> str:
+    """The serving mode options name: ``mode``, else ``slots`` when they name slots (a URI written for that path
+    keeps it), else ``batched``; a ConfigError for an unknown mode or an option of the other mode."""
+    mode = mode or ("slots" if slots else "batched")
+    if mode not in MODES:
+        raise ConfigError(f"llamacpp: unknown mode {mode!r}", hint=f"modes: {', '.join(MODES)}")
+    if mode == "batched" and slots:
+        raise ConfigError("llamacpp: slots= is an option of mode=slots",
+                          hint="batched mode takes parallel= (sequences decoded at once)")
+    if mode == "slots" and (parallel or engines):
+        raise ConfigError("llamacpp: parallel= and engines= are options of mode=batched", hint="slots mode takes slots=")
+    return mode
 
 
 @dataclass(frozen=True)
@@ -128,15 +143,7 @@ class LlamaCppBackend:
     def __init__(self, path: str | Path, *, mode: str | None = None, dtype: str = "F16", slots: int | None = None,
                  parallel: int | None = None, engines: int | None = None, threads: int | None = None,
                  ctx: int | None = None, max_new_tokens: int | None = None) -> None:
-        mode = mode or ("slots" if slots else "batched")  # naming slots keeps a URI written for that path on it
-        if mode not in MODES:
-            raise ConfigError(f"llamacpp: unknown mode {mode!r}", hint=f"modes: {', '.join(MODES)}")
-        if mode == "batched" and slots:
-            raise ConfigError("llamacpp: slots= is an option of mode=slots",
-                              hint="batched mode takes parallel= (sequences decoded at once)")
-        if mode == "slots" and (parallel or engines):
-            raise ConfigError("llamacpp: parallel= and engines= are options of mode=batched",
-                              hint="slots mode takes slots=")
+        mode = resolve_mode(mode, slots=slots, parallel=parallel, engines=engines)
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
             raise NotFoundError(f"no transformers model at {self.path} (config.json missing)",

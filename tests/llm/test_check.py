@@ -19,7 +19,8 @@ def test_working_uris_pass(tmp_path: Path) -> None:
 
     (tmp_path / "config.json").write_text("{}")
     with BackgroundServer(create_app(get_backend("policy:expert"))) as srv:
-        check_models(["policy:expert", "policy:expert", f"hf:{tmp_path}", f"openai:{srv.url}/v1/m"])
+        check_models(["policy:expert", "policy:expert", f"hf:{tmp_path}", f"hf:{tmp_path}?mode=serial",
+                      f"openai:{srv.url}/v1/m"])
 
 
 @pytest.mark.parametrize("mode", ["silent", "headers"])
@@ -37,6 +38,9 @@ def test_a_server_that_accepts_but_never_answers_is_a_backend_error(mode: Mode) 
     ("hf:/nonexistent", NotFoundError, "config.json missing"),
     ("openai:not-a-url", ConfigError, "cannot read an OpenAI base URL"),
     ("openai:http://127.0.0.1:99999/v1/m", ConfigError, "bad port"),
+    ("llamacpp:/tmp/m?mode=fast", ConfigError, "unknown mode"),
+    ("llamacpp:/tmp/m?mode=batched&slots=2", ConfigError, "option of mode=slots"),
+    ("hf:/tmp/m?gpu=1", ConfigError, "unknown option"),
 ])
 def test_uris_that_cannot_work(uri: str, error: type[Exception], says: str) -> None:
     with pytest.raises(error, match=says):
