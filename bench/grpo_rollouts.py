@@ -36,6 +36,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
 
+    samplers = args.samplers.split(",")
+    known = {"hf", "llamacpp:F32", "llamacpp:F16", "llamacpp:Q8_0"}
+    if not (Path(args.model) / "config.json").is_file() or not set(samplers) <= known:
+        print(f"error: --model needs a prepared checkpoint and --samplers names from {', '.join(sorted(known))}\n"
+              "hint: shoparena models prepare smollm2-135m --out DIR", file=sys.stderr)
+        return 2
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -62,7 +68,7 @@ def main() -> int:
     model = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")).eval()
     settings = {"max_completion_length": 3072, "turn_max_tokens": 256, "temperature": 1.0, "top_p": 1.0, "w": 0.5}
     print(f"{'sampler':14} {'wall s':>7} {'sampled':>7} {'tok/s':>6} {'export s':>8}")
-    for name in args.samplers.split(","):
+    for name in samplers:
         sampler = None
         if name.startswith("llamacpp"):
             sampler = LlamaCppSampler(model_dir, root / "work", dtype=name.split(":")[1], seed=args.seed,

@@ -185,7 +185,14 @@ def main() -> int:
         print(f"error: no prepared checkpoint at {args.model}\n"
               "hint: shoparena models prepare smollm2-135m --out DIR", file=sys.stderr)
         return 2
-    levels = [int(c) for c in args.concurrency.split(",")]
+    try:
+        levels = [int(c) for c in args.concurrency.split(",")]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1 or args.turns < 1 or args.max_tokens < 1 or args.episodes < 0:
+        print("error: --concurrency takes whole numbers ≥ 1; --turns and --max-tokens ≥ 1; --episodes ≥ 0\n"
+              "hint: e.g. --concurrency 1,4,8,16", file=sys.stderr)
+        return 2
     wanted = [(k, m) for k in args.backends.split(",") for m in MODES.get(k, ())]
     if args.modes:
         wanted = [tuple(x.split("/", 1)) for x in args.modes.split(",")]  # type: ignore[misc]
