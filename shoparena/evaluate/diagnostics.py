@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shoparena.env.turns import DECISION, states_decision, think_then_stop
 from shoparena.errors import DataError
 from shoparena.evaluate.choice import episode_choice, searched_ids
 from shoparena.tasks.types import Problem
@@ -38,37 +39,15 @@ from shoparena.validator.run import read_run_file, run_records
 
 __all__ = ["DECISION", "is_think_then_stop", "note_kind", "run_diagnostics", "states_decision"]
 
-DECISION = re.compile(
-    r"\brecommending\b"
-    r"|\b(?:i|we)\s*(?:will|shall|would|am going to|are going to|'ll|’ll|'m going to|’m going to)\s+"
-    r"(?:now\s+|then\s+|just\s+)?recommend\b"
-    r"|\b(?:let me|let's|let’s|i now|i can now)\s+recommend\b"
-    r"|\bi\s+recommend\b"
-    r"|\bmy\s+(?:final\s+)?recommendation\b"
-    r"|\brecommend_product\b",
-    re.IGNORECASE,
-)
-"""A stated recommendation decision: "Recommending …", "I will / I'll / I'm going to / we will recommend",
-"let me recommend", "I recommend", "my (final) recommendation", or the name of the tool ``recommend_product``
-written as text."""
-
-
-def states_decision(text: str) -> bool:
-    """Whether ``text`` states a recommendation decision (:data:`DECISION`)."""
-    return bool(DECISION.search(text))
-
-
-def _text(completion: Mapping[str, Any]) -> str:
-    return "\n".join(str(completion.get(k) or "") for k in ("reasoning_content", "content"))
-
 
 def is_think_then_stop(completion: Mapping[str, Any]) -> bool:
     """A think-then-stop turn: a completion (a ``calls.jsonl`` inference record answered 200) that emitted no tool
     call, and lost none to the parser (no ``parse_notes``: a malformed call is an attempt, counted under parse
     notes), while its reasoning or text states a recommendation decision (:func:`states_decision`). The decision is
-    made in words and never made: the turn ends, no ``recommend_product`` is called."""
-    return (completion.get("status") == 200 and not completion.get("tool_calls")
-            and not completion.get("parse_notes") and states_decision(_text(completion)))
+    made in words and never made: the turn ends, no ``recommend_product`` is called. The turn predicate is
+    :func:`shoparena.env.turns.think_then_stop`, reading the record's ``tool_calls`` as the gateway parsed them."""
+    return (completion.get("status") == 200 and not completion.get("parse_notes")
+            and think_then_stop(completion, parse_content=False))
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")

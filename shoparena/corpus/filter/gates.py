@@ -14,6 +14,7 @@ from shoparena.corpus.filter.base import Stage, call_args, call_name
 from shoparena.corpus.filter.config import FilterConfig
 from shoparena.corpus.filter.tokens import make_counter
 from shoparena.corpus.types import Rejection, Trajectory
+from shoparena.env.turns import callless
 
 __all__ = ["FORMAT_REASONS", "AxisSplit", "FormatGate", "JudgeGate", "OutcomeGate", "recommended_ids"]
 
@@ -169,7 +170,8 @@ class FormatGate(Stage):
             if missing:
                 return "recommend_unresolved", f"recommended id(s) not in the catalog: {', '.join(missing[:5])}"
         last = msgs[-1] if msgs else None
-        if (isinstance(last, dict) and last.get("role") == "assistant" and not last.get("tool_calls")
+        # canonical traces carry their calls in tool_calls (the parser already read the text): content not re-read
+        if (isinstance(last, dict) and last.get("role") == "assistant" and callless(last, parse_content=False)
                 and terminated_at < 0):
             return "think_then_stop", "the trace ends on an assistant turn with no recommend_product / terminate"
         tokens = self.count_tokens(msgs, t.tools)
