@@ -16,15 +16,27 @@ every validator score with it, and teams that respond to incentives (:func:`~sho
 redesign when it withholds enough of their score, judged from the richness of their own trajectories the day
 before. Each day reports ``axis_a_share`` (trajectories whose searches the model emitted), the design changes, and
 the top agent with its held-out ASR (the success rate of its race runs). Weight 0 is today's subnet.
+
+Each day also counts its failed episodes by error kind (:class:`DayOutcomes`), telling the validator's
+infrastructure failures — the agent never started: the sandbox could not import the ``shoparena`` package it
+provides to agents (:mod:`shoparena.validator.sandbox.paths`), or the sandbox itself failed — from the agents' own
+failures (their exceptions, timeouts, a failing model backend). A day whose every episode failed for an
+infrastructure reason, or a first day without one usable trajectory, stops the simulation with one error
+(:func:`check_day`): the arena exists to produce trajectories, and a day of nothing but sandbox failures would only
+hand an empty corpus to the steps after it. Agents that fail some of their tasks, or crash on some, are the arena
+working: the day goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +45,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from shoparena.arena.config import DAY_S, ArenaConfig
 from shoparena.arena.population import MinerProfile, agent_source, default_population, respond
 from shoparena.clock import ManualClock
-from shoparena.errors import ConfigError
+from shoparena.errors import BackendError, ConfigError, ShopArenaError
 
-__all__ = ["SimulationConfig", "SimulationResult", "simulate"]
+__all__ = ["DayOutcomes", "SimulationConfig", "SimulationFailed", "SimulationResult", "check_day", "failure_kind",
+           "simulate", "store_outcomes"]
 
 POLICY_MODELS = ("policy:novice", "policy:careful", "policy:expert")
 
@@ -91,6 +104,13 @@ class DayStats(BaseModel):
     """The top agent's held-out ASR: the mean success rate of its latest race's runs."""
     eval_runs: list[str] = []
     """The day's evaluation runs (the trajectory records' ``eval_run_id``), in completion order."""
+    episodes: int = 0
+    """Episodes the day's evaluations ran: its trajectories plus those whose sandbox never reached the agent."""
+    failures: dict[str, int] = {}
+    """The day's failed episodes by error kind (:func:`failure_kind`: ``ModuleNotFoundError``, ``SandboxError``,
+    ``AgentError``, ``Timeout`` …); empty when none failed."""
+    infra_failures: int = 0
+    """Those of :attr:`failures` that were the validator's infrastructure, not the agent (:func:`failure_kind`)."""
 
 
 class SimulationResult(BaseModel):
@@ -112,6 +132,154 @@ class SimulationResult(BaseModel):
     events: list[str]
     store: str
     wall_s: float
+
+
+# ── failed episodes ───────────────────────────────────────────────────────────────────────────────────────────
+
+INFRA_KINDS = frozenset({"SandboxError"})
+"""Error kinds that are always the validator's: the sandbox failed around the agent (it did not start, its launch
+failed — a missing interpreter among them —, it died), after the fresh sandboxes the validator retries in."""
+_IMPORTS = frozenset({"ModuleNotFoundError", "ImportError"})
+_PACKAGE = re.compile(r"\bshoparena\b")
+_KIND = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_EXAMPLE_CHARS = 200
+
+
+def failure_kind(status: str, error: str | None) -> tuple[str, bool]:
+    """``(kind, infrastructure)`` of a failed episode, from its envelope status and the error its record keeps
+    (``"Type: message"``, the rule scorer's ``outcome["error"]``). The kind is the error's type (``Timeout`` for a
+    ``TIMED_OUT`` episode that names none, ``unknown`` for a failure without an error). Infrastructure: the sandbox
+    failed (:data:`INFRA_KINDS`), or the agent could not import the ``shoparena`` package that the sandbox provides
+    to every agent (:mod:`shoparena.validator.sandbox.paths`): the validator's installation is at fault, not the
+    agent. An agent that imports a package nobody promised it fails on its own."""
+    text = (error or "").strip()
+    head, _, rest = text.partition(":")
+    head = head.strip()
+    if _KIND.fullmatch(head):
+        kind = head.rsplit(".", 1)[-1]
+    else:
+        kind, rest = ("Timeout" if status == "TIMED_OUT" else "unknown"), text
+    infra = kind in INFRA_KINDS or (kind in _IMPORTS and bool(_PACKAGE.search(rest)))
+    return kind, infra
+
+
+@dataclass
+class DayOutcomes:
+    """A day's episodes as :func:`check_day` judges them: how many ran, how many left a usable trajectory (the
+    envelope ``SUCCESS``: the agent ran and returned its trace, whatever its task's score), and the failed ones by
+    error kind, the infrastructure ones apart, with the first error seen of each kind."""
+
+    day: int | None
+    """The simulated day (0-based); None for a whole arena's records."""
+    episodes: int = 0
+    usable: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    infra: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def add(self, status: str, error: str | None = None) -> None:
+        """One episode with its envelope status and its record's error."""
+        self.episodes += 1
+        if status == "SUCCESS":
+            self.usable += 1
+            return
+        kind, infra = failure_kind(status, error)
+        self._failed(kind, infra, error, 1)
+
+    def add_unstarted(self, n: int, reason: str | None = None) -> None:
+        """``n`` episodes whose sandbox never reached the agent (the validator's ``INFRA_FAILED`` problems, which
+        leave no record), with the run's failure reason."""
+        self.episodes += n
+        self._failed("SandboxError", True, reason, n)
+
+    def _failed(self, kind: str, infra: bool, error: str | None, n: int) -> None:
+        if n <= 0:
+            return
+        self.failures[kind] += n
+        if infra:
+            self.infra[kind] += n
+        if error:
+            text = " ".join(str(error).split())
+            while text.startswith(f"{kind}: "):  # "Type: Type: message" (the record's type, then the exception's)
+                text = text[len(kind) + 2:]
+            self.examples.setdefault(kind, text[:_EXAMPLE_CHARS])
+
+    def summary(self) -> str:
+        """``"ModuleNotFoundError 4, AgentError 1 (4 infrastructure)"``; empty when nothing failed."""
+        if not self.failures:
+            return ""
+        infra = sum(self.infra.values())
+        return ", ".join(f"{k} {n}" for k, n in self.failures.most_common()) + (f" ({infra} infrastructure)"
+                                                                                if infra else "")
+
+
+class SimulationFailed(ShopArenaError):
+    """The simulated arena produced nothing to learn from: every episode of a day failed for an infrastructure
+    reason, or its first day left no usable trajectory. ``exit_code``: 2 when the validator's installation or
+    sandbox is at fault (as for a sandbox that cannot run here), 5 when the model backend failed the agents, 1
+    otherwise (README, "Exit codes")."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = 1, day: int | None = None,
+                 failures: Mapping[str, int] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code
+        self.day = day
+        self.failures = dict(failures or {})
+
+
+def _hint(kind: str, infra: bool) -> str:
+    if infra and kind in _IMPORTS:
+        return ("agents import shoparena inside the sandbox from the Python environment the validator runs in (the "
+                "sandbox binds it read-only; PYTHONPATH is not passed in): install the package in that environment "
+                "(pip install -e . in the repository) and run again")
+    if infra:
+        return ("the sandbox could not run the agents here: check that bubblewrap works (bwrap --ro-bind / / true) "
+                "or pass --sandbox process (not isolated), and run again")
+    if kind == "BackendError":
+        return "the model backend failed the agents' inference calls: check the model URIs the agents call"
+    return ("the agents failed on their own: read a failed record's outcome.error (shoparena store export) and "
+            "check the agents and their models")
+
+
+def check_day(outcomes: DayOutcomes) -> None:
+    """Raise :class:`SimulationFailed` when the day's every episode failed for an infrastructure reason, or when it
+    is the first day (0), or a whole arena's records (day None), and left no usable trajectory at all; a day where
+    agents failed some episodes, or only some episodes failed for the infrastructure, passes. The error names the dominant kind, its count and its first
+    message; the exit code says whose fault it was (:class:`SimulationFailed`)."""
+    o = outcomes
+    where = f"day {o.day}" if o.day is not None else "the arena"
+    infra_n = sum(o.infra.values())
+    all_infra = o.episodes > 0 and infra_n == o.episodes
+    if not all_infra and not (o.day in (0, None) and o.usable == 0):
+        return
+    if o.episodes == 0:
+        raise SimulationFailed(f"{where} ran no episode: no agent was evaluated", day=o.day, hint=(
+            "every submission may have been refused: check the miners' submissions (--json) and the problem counts"))
+    kind, n = (o.infra if all_infra else o.failures).most_common(1)[0]
+    example = o.examples.get(kind)
+    others = [f"{k} {c}" for k, c in o.failures.most_common() if k != kind]
+    what = "before their agents ran" if all_infra else "and none left a usable trajectory"
+    message = (f"{where}: all {o.episodes} episodes failed {what}: {n} {kind}"
+               + (f" ({example})" if example else "") + (f"; also {', '.join(others)}" if others else ""))
+    infra = all_infra or kind in o.infra
+    code = ConfigError.exit_code if infra else BackendError.exit_code if kind == "BackendError" else 1
+    raise SimulationFailed(message, hint=_hint(kind, infra), exit_code=code, day=o.day, failures=o.failures)
+
+
+def store_outcomes(store: Any, eval_run_ids: Iterable[str] | None = None, *, day: int | None = None
+                   ) -> DayOutcomes:
+    """The outcomes of the records of ``eval_run_ids`` (each run once; every record of the store when None): the
+    failed ones' errors read from their bodies, the rest from the record rows."""
+    out = DayOutcomes(day=day)
+    runs: list[str | None] = list(dict.fromkeys(eval_run_ids)) if eval_run_ids is not None else [None]
+    for run in runs:
+        where = {} if run is None else {"eval_run_id": run}
+        for row in store.rows(**where):
+            if row.status == "SUCCESS":
+                out.add("SUCCESS")
+        for record in store.query(status=("FAILED", "TIMED_OUT"), **where):
+            out.add(record.status, (record.outcome or {}).get("error"))
+    return out
 
 
 def _world(cfg: SimulationConfig, root: Path) -> tuple[Any, Any, Path]:
@@ -189,11 +357,15 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
     seen: dict[str, list[float]] = {}  # per team: richness of its own trajectories on the day before
     race_asr: dict[str, tuple[str, list[float]]] = {}  # per agent version: (its latest race, those runs' ASR)
 
-    with Arena(store_url, chain=chain, banks=banks, clock=clock, config=arena_cfg, seed=cfg.seed) as arena, \
+    scratch = contextlib.ExitStack()  # a temporary working directory goes when the run ends, failed or not
+    if not cfg.out:
+        scratch.callback(shutil.rmtree, root, ignore_errors=True)
+    with scratch, Arena(store_url, chain=chain, banks=banks, clock=clock, config=arena_cfg, seed=cfg.seed) as arena, \
             open_store(store_url) as store:
         for day in range(cfg.days):
             t_day = time.perf_counter()
             run_ids: list[tuple[str, str]] = []
+            unstarted: list[tuple[int, str | None]] = []  # per run: problems whose sandbox never reached the agent
             changes = 0
             today: dict[str, list[float]] = defaultdict(list)
             for step in range(steps_per_day):
@@ -220,6 +392,8 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
                     while (done := work_once(source, catalog, store, vcfgs[vi], root / "agents" / f"v{vi}")) \
                             is not None:
                         run_ids.append((done.summary.eval_run_id, done.kind))
+                        unstarted.append((sum(1 for line in done.summary.problems if line.status == "INFRA_FAILED"),
+                                          done.summary.failure_reason))
                         _observe(done, name_of, today, race_asr)
                         say(f"day {day} step {step}: validator-{vi} {done.kind} {done.agent_version_id} "
                             f"final={done.summary.final_score} status={done.summary.status}")
@@ -237,17 +411,21 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
             events.append(f"day {day} banks rotated: {rotation.model_dump(exclude_none=True)}")
             seen.update(today)
             top = arena.top_agent()
-            days.append(_day_stats(store, day, run_ids, time.perf_counter() - t_day).model_copy(update={
+            outcomes = store_outcomes(store, [r for r, _ in run_ids], day=day)
+            for n, reason in unstarted:
+                outcomes.add_unstarted(n, reason)
+            days.append(_day_stats(store, day, run_ids, time.perf_counter() - t_day, outcomes).model_copy(update={
                 "design_changes": changes, "top_agent": name_of.get(top.miner_hotkey) if top else None,
                 "top_agent_version": top.agent_version_id if top else None,
                 "top_agent_asr": _race_asr(race_asr, top.agent_version_id) if top else None}))
-            say(f"day {day}: {days[-1].trajectories} trajectories in {days[-1].wall_s:.0f} s")
+            failed = outcomes.summary()
+            say(f"day {day}: {days[-1].trajectories} trajectories in {days[-1].wall_s:.0f} s"
+                + (f"; failed episodes: {failed}" if failed else ""))
+            check_day(outcomes)  # a day of nothing but sandbox failures (or a first day of nothing) stops here
         result = _summary(cfg, arena, chain, store, store_url, sandbox, profiles, miners, validators, owner,
                           submissions, days, events, weights_log, epoch_emissions, owner_emission, t_start)
     if cfg.out:
         banks.save(root / "banks")  # the final bank state (clusters, static suites) for `shoparena corpus build`
-    else:
-        shutil.rmtree(root, ignore_errors=True)
     return result
 
 
@@ -301,7 +479,8 @@ def _set_weights(arena: Any, chain: Any, validators: list[Any], build_weights: A
                                                       if w}, "validators": results}
 
 
-def _day_stats(store: Any, day: int, run_ids: list[tuple[str, str]], wall_s: float) -> DayStats:
+def _day_stats(store: Any, day: int, run_ids: list[tuple[str, str]], wall_s: float,
+               outcomes: DayOutcomes | None = None) -> DayStats:
     axis: Counter[str] = Counter()
     bucket: Counter[str] = Counter()
     status: Counter[str] = Counter()
@@ -314,7 +493,10 @@ def _day_stats(store: Any, day: int, run_ids: list[tuple[str, str]], wall_s: flo
             status[row.status] += 1
     return DayStats(day=day, trajectories=n, evaluations=len(run_ids), by_axis=dict(axis), by_bucket=dict(bucket),
                     by_status=dict(status), wall_s=round(wall_s, 1),
-                    axis_a_share=round(axis["A"] / n, 4) if n else 0.0, eval_runs=[r for r, _ in run_ids])
+                    axis_a_share=round(axis["A"] / n, 4) if n else 0.0, eval_runs=[r for r, _ in run_ids],
+                    episodes=outcomes.episodes if outcomes else n,
+                    failures=dict(outcomes.failures.most_common()) if outcomes else {},
+                    infra_failures=sum(outcomes.infra.values()) if outcomes else 0)
 
 
 def _summary(cfg: SimulationConfig, arena: Any, chain: Any, store: Any, store_url: str, sandbox: str,

@@ -102,16 +102,21 @@ def render(result: object) -> None:
     console.print(f"weights (race {r.weights.get('race_id')}): {json.dumps(r.weights.get('vector', {}))}")  # type: ignore[attr-defined]
     console.print(f"emissions: {json.dumps(r.emissions)}")  # type: ignore[attr-defined]
     days = Table(title="trajectory firehose", title_justify="left")
-    for col in ("day", "trajectories", "evaluations", "axis A / B / none", "A share", "redesigns",
+    for col in ("day", "trajectories", "evaluations", "failed", "axis A / B / none", "A share", "redesigns",
                 "product / shop / voucher", "wall"):
         days.add_column(col, justify="right")
     for d in r.days:  # type: ignore[attr-defined]
-        days.add_row(str(d.day), str(d.trajectories), str(d.evaluations),
+        days.add_row(str(d.day), str(d.trajectories), str(d.evaluations), str(sum(d.failures.values())),
                      f"{d.by_axis.get('A', 0)} / {d.by_axis.get('B', 0)} / {d.by_axis.get('none', 0)}",
                      f"{d.axis_a_share:.3f}", str(d.design_changes),
                      f"{d.by_bucket.get('product', 0)} / {d.by_bucket.get('shop', 0)} / {d.by_bucket.get('voucher', 0)}",
                      f"{d.wall_s:.0f} s")
     console.print(days)
+    for d in r.days:  # type: ignore[attr-defined]
+        if d.failures:  # which errors, so a day of sandbox failures never reads as a quiet day
+            infra = f"; {d.infra_failures} the validator's infrastructure" if d.infra_failures else ""
+            console.print(f"day {d.day}: {sum(d.failures.values())} of {d.episodes} episodes failed: "
+                          + ", ".join(f"{kind} {n}" for kind, n in d.failures.items()) + infra)
     console.print(f"[dim]records in {r.store} · total wall time {r.wall_s:.0f} s[/]")  # type: ignore[attr-defined]
 
 
