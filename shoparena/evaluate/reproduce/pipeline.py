@@ -35,7 +35,8 @@ from shoparena.evaluate.reproduce.matrix import Matrix, Profile, get_profile, lo
 from shoparena.evaluate.reproduce.results import RESULTS_FORMAT, partition_results, render_results
 from shoparena.seal import canonical_hash, file_hashes, read_json, seal, seal_errors, sha256_file, write_json
 
-__all__ = ["RUN_FORMAT", "STEPS", "STEP_FORMAT", "StepRecord", "Table1Config", "preflight", "read_results", "run_table1"]
+__all__ = ["RUN_FORMAT", "STEPS", "STEP_FORMAT", "StepRecord", "Table1Config", "check_arena", "check_corpus",
+           "preflight", "read_results", "run_table1"]
 
 RUN_FORMAT = "shoparena-reproduce/1"
 STEP_FORMAT = "shoparena-reproduce-step/1"
@@ -219,6 +220,77 @@ def preflight(cfg: Table1Config, matrix: Matrix | None = None) -> tuple[Profile,
             raise ConfigError(f"profile {cfg.profile} trains on a CUDA GPU and none is visible",
                               hint="run it on a machine with a GPU, or use --profile cpu")
     return profile, matrix
+
+
+# ── guards between the steps ──────────────────────────────────────────────────────────────────────────────────
+
+
+def _arena_outcomes(root: Path, *, unless_usable: bool = False) -> Any:
+    """The outcomes of every episode in the arena step's store (:func:`~shoparena.arena.simulate.store_outcomes`);
+    ``unless_usable``: None as soon as the store holds a usable (``SUCCESS``) trajectory, without reading the
+    failed records."""
+    from shoparena.arena.simulate import store_outcomes
+    from shoparena.store import open_store
+
+    db = root / "arena" / "subnet.db"
+    if not db.is_file():
+        raise NotFoundError(f"{db}: the arena step left no store", hint="redo the arena step (resume)")
+    with open_store(f"sqlite:///{db}") as store:
+        if unless_usable and store.count(status="SUCCESS"):
+            return None
+        return store_outcomes(store)
+
+
+def check_arena(root: str | os.PathLike[str]) -> None:
+    """Refuse to go on from the run ``root``'s arena when it holds no usable trajectory (one made before the
+    simulation stopped on that itself, or resumed from such a run): the error
+    (:class:`~shoparena.arena.simulate.SimulationFailed`) names the arena's dominant failure and its count, with the
+    simulation's own hint and exit code."""
+    from shoparena.arena.simulate import SimulationFailed, check_day
+
+    root = Path(root)
+    outcomes = _arena_outcomes(root, unless_usable=True)
+    if outcomes is None:
+        return
+    try:
+        check_day(outcomes)
+    except SimulationFailed as exc:
+        raise SimulationFailed(f"{exc.message}; the later steps would have nothing to train on",
+                               hint=f"{exc.hint}; then redo the arena step (remove {root / 'arena'} and "
+                                    f"{root / 'steps' / 'arena.json'}, and resume)",
+                               exit_code=exc.exit_code, failures=exc.failures) from None
+
+
+def check_corpus(root: str | os.PathLike[str]) -> None:
+    """Refuse to go on when the run ``root``'s corpus has no SFT train row (the count its manifest records for the
+    ``sft_train`` export, or the file's lines when the manifest records none): training would only fail on it
+    later. The :class:`DataError` names the arena's dominant failure when its episodes failed, the filter
+    otherwise."""
+    root = Path(root)
+    corpus = root / "corpus"
+    manifest = read_json(corpus / "manifest.json", what="corpus manifest")
+    export = (manifest.get("exports") or {}).get("sft_train") if isinstance(manifest, dict) else None
+    rows = export.get("rows") if isinstance(export, dict) else None
+    if not isinstance(rows, int):
+        path = corpus / "sft_train.jsonl"
+        rows = 0
+        if path.is_file():
+            with path.open(encoding="utf-8") as fh:
+                rows = sum(1 for line in fh if line.strip())
+    if rows:
+        return
+    outcomes = _arena_outcomes(root)
+    if outcomes.failures:
+        kind, n = outcomes.failures.most_common(1)[0]
+        example = outcomes.examples.get(kind)
+        why = (f"{sum(outcomes.failures.values())} of the arena's {outcomes.episodes} episodes failed, {n} of them "
+               f"with {kind}" + (f" ({example})" if example else ""))
+    else:
+        why = f"the corpus filter kept none of the arena's {outcomes.usable} usable trajectories"
+    raise DataError(f"the corpus step exported no SFT train row: {why}", hint=(
+        "fix what failed the arena's episodes (`shoparena arena simulate` prints them per day) or simulate more days; "
+        f"then redo the arena and corpus steps (remove {root / 'arena'}, {root / 'corpus'} and their records in "
+        f"{root / 'steps'}, and resume)"))
 
 
 # ── the steps ─────────────────────────────────────────────────────────────────────────────────────────────────
@@ -437,7 +509,9 @@ def run_table1(cfg: Table1Config, *, progress: Say | None = None, matrix: Matrix
     if cfg.seed:
         text += f"\n# shoparena reproduce: every seed moved by {cfg.seed}\n"
     run.arena()
+    check_arena(run.root)  # nothing usable from the arena: stop here, naming why (not at training, hours later)
     run.corpus()
+    check_corpus(run.root)
     run.base(recipe.seed)
     recipe = recipe.model_copy(update={"base": str(run.root / "base")})
     stages = run.train(recipe, text)
