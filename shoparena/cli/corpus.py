@@ -47,6 +47,10 @@ def build(
                        ] = "template",
     eval_fraction: Annotated[float, typer.Option("--eval-fraction", min=0.0, max=1.0)] = 0.15,
     never_touch_fraction: Annotated[float, typer.Option("--never-touch-fraction", min=0.0, max=1.0)] = 0.0,
+    validation: Annotated[float | None, typer.Option(
+        "--validation", help="Carve this fraction (in [0, 0.5)) of each bucket's train leak clusters into a "
+                             "validation partition (sft_validation; `evaluate --split DIR:validation`) for "
+                             "choosing learning rates, row counts and stopping points. Default 0: none.")] = None,
     seed: Annotated[int, seed_option("Seed of the split.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace a corpus in --out built with other settings.")
@@ -64,10 +68,12 @@ def build(
             raise ConfigError("--since / --until select store records", hint="use them with --from STORE_URL")
         query = RecordQuery(since=ms_option(since, "--since"), until=ms_option(until, "--until"))
 
+    _check_validation(validation, split)
     cfg = CorpusConfig(
         filter=FilterConfig(min_judge_score=min_judge_score, require_success=require_success, per_problem=per_problem,
                             max_length=max_length, tokenizer=tokenizer),
-        split=SplitConfig(seed=seed, eval_fraction=eval_fraction, never_touch_fraction=never_touch_fraction),
+        split=SplitConfig(seed=seed, eval_fraction=eval_fraction, never_touch_fraction=never_touch_fraction,
+                          validation_fraction=validation or 0.0),
         seed=seed, rewrite=rewrite)
     if (store is None) == (rollouts is None):  # the first mistake to name, before what --out holds
         from shoparena.errors import ConfigError
@@ -83,6 +89,24 @@ def build(
         print_json(report.model_dump(mode="json"))
         return
     render(report)
+
+
+def _check_validation(validation: float | None, split: Path | None) -> None:
+    """``--validation`` lies in [0, 0.5) and carves a new split: a reused ``--split`` brings its own partitions."""
+    import math
+
+    from shoparena.corpus.split import MAX_VALIDATION_FRACTION
+    from shoparena.errors import ConfigError
+
+    if validation is None:
+        return
+    if not (math.isfinite(validation) and 0 <= validation < MAX_VALIDATION_FRACTION):
+        raise ConfigError(f"--validation {validation:g}: the validation fraction lies in "
+                          f"[0, {MAX_VALIDATION_FRACTION:g})",
+                          hint="e.g. --validation 0.2 (a fifth of each bucket's train leak clusters)")
+    if split is not None:
+        raise ConfigError("--validation carves a new split, and --split reuses a frozen one with its own partitions",
+                          hint="drop --validation: a split.json carrying a validation partition keeps it")
 
 
 def _sqlite_file(url: str | None) -> Path | None:

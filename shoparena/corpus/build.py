@@ -6,6 +6,15 @@ format gate and ranking → split the problems by leak cluster into train / eval
 → export SFT (train and eval), KTO and GRPO sets, ``provenance.jsonl`` (one line per exported trajectory: its source
 record, agent, run, hotkeys, what it was rewritten from) → ``manifest.json`` (which hashes every file).
 
+With a ``validation`` partition (``SplitConfig.validation_fraction`` > 0, or a reused split that has one), its
+problems' rows go to ``sft_validation`` and to no train export (SFT, KTO, GRPO): it is for choosing learning rates,
+row counts and stopping points without touching eval or never_touch.
+
+An empty corpus is a failure, not a success: a source whose normalisation keeps no trajectory, or a build whose
+``sft_train`` would hold no row, raises :class:`~shoparena.errors.DataError` (exit 3) naming the stage and reason
+that rejected the most rows, before ``split.json`` or any export is written; ``manifest.json`` (what marks a
+corpus finished) is only ever written last.
+
 Problems for the split come, in order of preference, from ``problems`` (a problem file), ``banks`` (a saved
 :class:`~shoparena.tasks.banks.BankSet`: its leak clusters, and its static suites always never-touch) or, for a
 store, from the records themselves (id, bucket, leak cluster, suite, the query and the GT ids the scorer
@@ -23,7 +32,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +41,9 @@ from shoparena.corpus.filter import FilterConfig, run_filters
 from shoparena.corpus.types import Rejection, StageReport, Trajectory
 from shoparena.errors import ConfigError, DataError
 from shoparena.tasks.types import Problem, RewardItem
+
+if TYPE_CHECKING:
+    from shoparena.corpus.split import AssignedRows
 
 __all__ = ["CorpusConfig", "CorpusReport", "build_corpus"]
 
@@ -176,7 +188,14 @@ def build_corpus(
     from shoparena.artefact import relative_to
     from shoparena.corpus.export import jsonable, write_grpo, write_kto, write_manifest, write_sft
     from shoparena.corpus.normalize import iter_rollouts, iter_store
-    from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
+    from shoparena.corpus.split import (
+        VALIDATION,
+        SplitConfig,
+        SplitManifest,
+        assign_rows,
+        split_problems,
+        verify_split,
+    )
 
     cfg = config or CorpusConfig()
     if (store is None) == (rollouts is None):
@@ -219,6 +238,8 @@ def build_corpus(
                             hint="pass the rollouts.jsonl a `shoparena run` wrote (or a store with --from)")
         source = {"kind": "rollouts", "file": relative_to(rollouts, out_dir),  # type: ignore[arg-type]
                   "lines": normalize.seen}
+    if not normalize.kept:  # nothing to split or export: refused before anything is written
+        raise _empty(normalize, [], None, selected=query is not None)
     if by_id is None:
         by_id = tap.views
         source["problems"] = "from records"
@@ -259,14 +280,22 @@ def build_corpus(
         # GT ids, canonical queries, signatures, paraphrases), so the split is at least as coarse as they are
         manifest = split_problems(by_id.values(), clusters=clusters, config=split_cfg)
         proof = verify_split(manifest, by_id)
-    manifest.save(out_dir / "split.json")
     sft_rows = assign_rows([*result.kept, *rewritten_kept], manifest)
     pref_rows = assign_rows([*result.kept, *result.failed, *result.axis_b], manifest)
+    if not sft_rows["train"]:  # refused before anything is written
+        raise _empty(normalize, [*result.reports, *rewrite_reports, sft_rows.report], sft_rows)
+    manifest.save(out_dir / "split.json")
 
     # 5. export
+    sft_train = write_sft(sft_rows["train"], out_dir, name="sft_train", manifest=manifest, partition="train")
+    if not sft_train.rows:  # every train row was malformed for the trainer: no manifest marks this finished
+        (out_dir / "manifest.json").unlink(missing_ok=True)
+        raise _empty(normalize, [sft_train.report], None)
     exports = [
-        write_sft(sft_rows["train"], out_dir, name="sft_train", manifest=manifest, partition="train"),
+        sft_train,
         write_sft(sft_rows["eval"], out_dir, name="sft_eval", manifest=manifest, partition="eval"),
+        *([write_sft(sft_rows[VALIDATION], out_dir, name="sft_validation", manifest=manifest, partition=VALIDATION)]
+          if VALIDATION in sft_rows else []),
         write_kto(pref_rows["train"], out_dir, name="kto_train", min_judge=cfg.kto_min_judge, turns=cfg.kto_turns,
                   manifest=manifest, partition="train"),
         write_grpo(sft_rows["train"], {p: by_id[p] for p in manifest.partitions["train"].problems if p in by_id},
@@ -286,6 +315,58 @@ def build_corpus(
         split={"sizes": manifest.sizes(), "rows": {k: len(v) for k, v in sft_rows.items()},
                "proof": "ok" if proof.ok else "failed"},
         exports={e.name: jsonable(e) for e in exports}, manifest=str(path))
+
+
+#: What to try when a stage / reason rejected most rows of an empty corpus (``stage:reason`` or ``stage``).
+_EMPTY_HINTS: dict[str, str] = {
+    "normalize:empty_trace": "the records hold no steps: the agents produced nothing (e.g. they failed in the "
+                             "sandbox); rerun them and check one episode before building",
+    "normalize:unknown_problem": "the rollouts' problems are not in --problems: pass the problem file they ran on",
+    "normalize": "the source holds no readable trajectory: pass the store or rollout file the agents wrote",
+    "judge": "every row fell below the judge gate: lower --min-judge-score or judge the runs first",
+    "format": "every row failed the format gate: check the agents' traces (a think-then-stop turn, an unpaired "
+              "tool call, a recommendation that does not resolve in --catalog)",
+    "axis": "no row is agentic (axis A): keep --rewrite template so axis-B rows are rewritten into agentic ones",
+    "outcome": "every row failed the outcome gate: drop --require-success",
+    "split": "no kept row falls in the train partition: lower --eval-fraction / --validation, or pass a --split "
+             "whose train partition holds these problems",
+}
+
+
+def _empty(normalize: StageReport, stages: list[StageReport], rows: AssignedRows | None, *,
+           selected: bool = False) -> DataError:
+    """The one error of an empty corpus: which stage and reason rejected the most rows (with counts), and a hint.
+    ``rows`` (the split's routing) counts kept rows that fell in a partition other than train."""
+    counts: dict[tuple[str, str], int] = {}
+    if not normalize.kept:
+        if not normalize.seen:
+            what = "the selected records hold" if selected else "the source holds"
+            return DataError(f"the corpus is empty: {what} no trajectory (0 records read)",
+                             hint="widen --since / --until" if selected else
+                             "pass a store or rollout file that holds the agents' runs")
+        counts = {("normalize", r): n for r, n in normalize.rejected.items()}
+        head = f"the corpus is empty: normalisation kept none of the {normalize.seen} records"
+    else:
+        for s in stages:
+            for r, n in s.rejected.items():
+                if s.stage.endswith("axis") and r == "axis_b":
+                    continue  # routed to the rewriter, not lost: the rewrite stages count what became of them
+                counts[(s.stage, r)] = counts.get((s.stage, r), 0) + n
+        for part, kept in (rows or {}).items():
+            if part != "train" and kept:
+                counts[("split", f"in_{part}")] = len(kept)
+        head = (f"the corpus has no SFT train row: normalisation kept {normalize.kept} of {normalize.seen} "
+                f"records, none reached sft_train")
+    if not counts:
+        return DataError(head, hint="rerun with --json to see every stage's counts")
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    (stage, reason), n = ranked[0]
+    rest = "; ".join(f"{s} {r} {k}" for (s, r), k in ranked[1:4])
+    detail = f"most rejected by {stage} {reason} ({n} of {sum(counts.values())})" + (f"; then {rest}" if rest else "")
+    base = stage.removeprefix("rewrite:").removeprefix("export:")
+    hint = _EMPTY_HINTS.get(f"{base}:{reason}") or _EMPTY_HINTS.get(base) or \
+        "rerun with --json to see every stage's counts, and fix the source or relax that gate"
+    return DataError(f"{head} ({detail})", hint=hint)
 
 
 def _provenance(t: Trajectory) -> dict[str, Any]:

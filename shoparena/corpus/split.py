@@ -1,5 +1,6 @@
-"""The corpus's leak-cluster split: whole leak clusters to ``train`` / ``eval`` / ``never_touch``, frozen in a
-hashed manifest, proven disjoint before anything is exported (``docs/paper.md`` §3, Appendix A.4; ``docs/arena.md`` §12).
+"""The corpus's leak-cluster split: whole leak clusters to ``train`` / ``eval`` / ``never_touch`` (and, when asked,
+``validation`` carved from train's clusters), frozen in a hashed manifest, proven disjoint before anything is
+exported (``docs/paper.md`` §3, Appendix A.4; ``docs/arena.md`` §12).
 
 Owns :class:`SplitConfig`, :class:`SplitManifest`, :func:`split_problems`, :func:`verify_split` and
 :func:`assign_rows`. Clustering is :mod:`shoparena.tasks.clusters`; the disjointness proof is
@@ -16,7 +17,19 @@ Assignment (:func:`split_problems`):
    order of ``sha256(f"{seed}:corpus-split:{cluster_id}")``; a cluster goes to ``eval`` while fewer than
    ``round(eval_fraction * T)`` problems sit there, then to ``never_touch`` while fewer than
    ``round(never_touch_fraction * T)`` do, then to ``train``. Whole clusters, so a partition may overshoot its
-   target by less than one cluster.
+   target by less than one cluster;
+4. with ``validation_fraction`` F > 0, a ``validation`` partition is carved from the **train** clusters only
+   (never from eval or never_touch, so those stay exactly what they would be without it): per bucket with ``C``
+   train clusters, the first ``round(F * C)`` of them in the order of
+   ``sha256(f"{seed}:corpus-validation:{cluster_id}")`` move to ``validation``. When that rounds to no cluster in
+   every bucket but train holds two or more clusters, the first train cluster in that order moves; with fewer,
+   nothing can be carved without emptying train and :class:`DataError` says so — asking for a validation
+   partition never silently yields none. F < 0.5 keeps most of every bucket's train clusters in train.
+   F = 0 (the default) writes no ``validation`` partition and no ``validation_fraction`` key: the manifest is
+   byte for byte what it was before the partition existed.
+
+The validation partition is for choices made while training (learning rates, row counts, stopping points); eval
+and never_touch are reported once per final model (``docs/corpus-design.md``).
 
 The manifest lists every partition's problems and clusters with their hashes (problem ids, cluster ids, GT product
 ids), the problem → cluster map and its hash, the config and its hash, and a hash over all of it. Same problems,
@@ -34,7 +47,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from shoparena.corpus.types import Rejection, StageReport, Trajectory
 from shoparena.errors import DataError, LeakError
@@ -43,13 +63,19 @@ from shoparena.tasks.clusters import GUARD_VERSION, ClusterConfig, build_cluster
 from shoparena.tasks.guard import prove
 from shoparena.tasks.types import BUCKETS, Problem
 
-__all__ = ["EXPORTABLE", "PARTITIONS", "SPLIT_FORMAT", "AssignedRows", "PartitionInfo", "SplitConfig",
-           "SplitManifest", "SplitProof", "assign_rows", "gt_ids_hash", "split_problems", "verify_split"]
+__all__ = ["EXPORTABLE", "MAX_VALIDATION_FRACTION", "PARTITIONS", "SPLIT_FORMAT", "VALIDATION", "AssignedRows",
+           "PartitionInfo", "SplitConfig", "SplitManifest", "SplitProof", "assign_rows", "gt_ids_hash",
+           "split_problems", "verify_split"]
 
-Partition = Literal["train", "eval", "never_touch"]
+Partition = Literal["train", "eval", "never_touch", "validation"]
+#: The partitions every split holds.
 PARTITIONS: tuple[str, ...] = ("train", "eval", "never_touch")
+#: The partition carved from train's clusters when ``SplitConfig.validation_fraction`` > 0 (absent otherwise).
+VALIDATION = "validation"
 #: Partitions whose rows may ever be exported (``never_touch`` never is).
-EXPORTABLE: tuple[str, ...] = ("train", "eval")
+EXPORTABLE: tuple[str, ...] = ("train", "eval", VALIDATION)
+#: ``validation_fraction`` lies in [0, MAX_VALIDATION_FRACTION).
+MAX_VALIDATION_FRACTION = 0.5
 SPLIT_FORMAT = "shoparena-corpus-split/1"
 ORO_STATIC_SUITES: tuple[str, ...] = ("problem_suite_v1", "problem_suite_v2", "problem_suite_v3")
 
@@ -58,8 +84,8 @@ def _sha(obj: Any) -> str:
     return canonical_hash(obj)
 
 
-def _order(seed: int | str, cluster_id: str) -> str:
-    return hashlib.sha256(f"{seed}:corpus-split:{cluster_id}".encode()).hexdigest()
+def _order(seed: int | str, cluster_id: str, purpose: str = "corpus-split") -> str:
+    return hashlib.sha256(f"{seed}:{purpose}:{cluster_id}".encode()).hexdigest()
 
 
 class SplitConfig(BaseModel):
@@ -76,13 +102,25 @@ class SplitConfig(BaseModel):
     """``Problem.suite`` names whose clusters always go to ``never_touch``."""
     cluster: ClusterConfig = ClusterConfig()
     """Clustering used when no cluster map is given, and for the fresh re-clustering of :func:`verify_split`."""
+    validation_fraction: float = 0.0
+    """Share of each bucket's *train* clusters carved into ``validation`` (module docstring, step 4); in
+    [0, 0.5). Left out of the serialised config at 0, so a split without validation keeps its bytes and hashes."""
 
     @model_validator(mode="after")
     def _check(self) -> SplitConfig:
         if not (0 <= self.eval_fraction <= 1 and 0 <= self.never_touch_fraction <= 1
                 and self.eval_fraction + self.never_touch_fraction <= 1):
             raise ValueError("eval_fraction and never_touch_fraction must be in [0, 1] and sum to ≤ 1")
+        if not 0 <= self.validation_fraction < MAX_VALIDATION_FRACTION:
+            raise ValueError(f"validation_fraction must be in [0, {MAX_VALIDATION_FRACTION})")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        body: dict[str, Any] = handler(self)
+        if self.validation_fraction == 0:  # the form (and hash) of every split made before validation existed
+            body.pop("validation_fraction", None)
+        return body
 
     def config_hash(self) -> str:
         return _sha(self.model_dump(mode="json"))
@@ -144,6 +182,10 @@ class SplitManifest(BaseModel):
     """sha256 of everything above (canonical JSON, sorted keys)."""
 
     # ------------------------------------------------------------------ reading
+    def expected_partitions(self) -> tuple[str, ...]:
+        """The partitions this split holds: train, eval and never_touch, plus validation when its config asks."""
+        return PARTITIONS + ((VALIDATION,) if self.config.validation_fraction > 0 else ())
+
     def group_of(self) -> dict[str, str]:
         """Problem id → partition."""
         return {pid: name for name, info in self.partitions.items() for pid in info.problems}
@@ -182,8 +224,9 @@ class SplitManifest(BaseModel):
             out.append("config_hash does not match the config")
         if _sha(self.clusters) != self.cluster_map_hash:
             out.append("cluster_map_hash does not match the problem → cluster map")
-        if set(self.partitions) != set(PARTITIONS):
-            out.append(f"partitions are {sorted(self.partitions)}, expected {list(PARTITIONS)}")
+        expected = self.expected_partitions()
+        if set(self.partitions) != set(expected):
+            out.append(f"partitions are {sorted(self.partitions)}, expected {list(expected)}")
         seen: dict[str, str] = {}
         for name, info in sorted(self.partitions.items()):
             if _sha(info.problems) != info.problems_hash:
@@ -298,7 +341,11 @@ def split_problems(problems: Iterable[Problem], *, clusters: Mapping[str, str] |
             if part != "train":
                 filled[part] += len(members[cid])
             partition_of[cid] = part
-    by_part: dict[str, list[str]] = {name: [] for name in PARTITIONS}
+    names = PARTITIONS
+    if cfg.validation_fraction > 0:
+        _carve_validation(cfg, pool, partition_of)
+        names = (*PARTITIONS, VALIDATION)
+    by_part: dict[str, list[str]] = {name: [] for name in names}
     for cid, mids in members.items():
         by_part[partition_of[cid]].extend(mids)
     assignment = dict(sorted(assignment.items()))
@@ -306,8 +353,31 @@ def split_problems(problems: Iterable[Problem], *, clusters: Mapping[str, str] |
         config=cfg, config_hash=cfg.config_hash(), clusters_source=source, clusters=assignment,
         cluster_map_hash=_sha(assignment), partition_of=dict(sorted(partition_of.items())),
         partitions={name: _partition_info(by_part[name], assignment, by_id,
-                                          static_clusters if name == "never_touch" else 0) for name in PARTITIONS})
+                                          static_clusters if name == "never_touch" else 0) for name in names})
     return manifest.sealed()
+
+
+def _carve_validation(cfg: SplitConfig, pool: Mapping[str, list[str]], partition_of: dict[str, Partition]) -> None:
+    """Move ``cfg.validation_fraction`` of each bucket's train clusters to ``validation`` (module docstring, step
+    4). ``pool`` holds every non-static cluster by bucket; only those already in ``train`` are candidates."""
+    def order(cid: str) -> tuple[str, str]:
+        return _order(cfg.seed, cid, "corpus-validation"), cid
+
+    carved = 0
+    candidates: list[str] = []
+    for _bucket, cids in sorted(pool.items()):
+        train = sorted((c for c in cids if partition_of[c] == "train"), key=order)
+        candidates += train
+        for cid in train[:round(cfg.validation_fraction * len(train))]:
+            partition_of[cid] = VALIDATION
+            carved += 1
+    if not carved:
+        if len(candidates) < 2:
+            raise DataError(f"validation_fraction {cfg.validation_fraction:g} asks for a validation partition, but "
+                            f"the train partition holds {len(candidates)} leak cluster(s): carving one would leave "
+                            "train empty", hint="build from more problems, lower --eval-fraction, or drop "
+                            "--validation")
+        partition_of[min(candidates, key=order)] = VALIDATION
 
 
 class SplitProof(BaseModel):
@@ -360,11 +430,12 @@ def verify_split(manifest: SplitManifest, problems: Iterable[Problem] | Mapping[
 
 
 class AssignedRows(dict[str, list[Trajectory]]):
-    """``{"train": [...], "eval": [...]}`` (input order kept) plus what was left out: :attr:`report` (stage
-    ``split``; reasons ``no_problem_id``, ``unknown_problem``, ``never_touch``) and :attr:`rejections`."""
+    """``{"train": [...], "eval": [...]}`` (plus ``"validation"`` when the split has it; input order kept) and
+    what was left out: :attr:`report` (stage ``split``; reasons ``no_problem_id``, ``unknown_problem``,
+    ``never_touch``) and :attr:`rejections`."""
 
-    def __init__(self) -> None:
-        super().__init__({name: [] for name in EXPORTABLE})
+    def __init__(self, partitions: Sequence[str] = ("train", "eval")) -> None:
+        super().__init__({name: [] for name in partitions})
         self.report = StageReport(stage="split")
         self.rejections: list[Rejection] = []
 
@@ -377,8 +448,10 @@ class AssignedRows(dict[str, list[Trajectory]]):
 def assign_rows(rows: Iterable[Trajectory], manifest: SplitManifest) -> AssignedRows:
     """Route each row to its problem's partition. Rows without a problem id or whose problem the manifest does
     not know, and rows of ``never_touch`` problems, are left out — each counted under its reason in
-    ``result.report`` and listed in ``result.rejections``, never silently dropped."""
-    out = AssignedRows()
+    ``result.report`` and listed in ``result.rejections``, never silently dropped. Rows of ``validation``
+    problems go to ``result["validation"]``, never to ``train``."""
+    parts = tuple(name for name in EXPORTABLE if name in manifest.partitions)
+    out = AssignedRows(parts)
     for t in rows:
         out.report.seen += 1
         if t.problem_id is None:
@@ -392,5 +465,5 @@ def assign_rows(rows: Iterable[Trajectory], manifest: SplitManifest) -> Assigned
         else:
             out[part].append(t)
             out.report.kept += 1
-    out.report.notes = {name: len(out[name]) for name in EXPORTABLE}
+    out.report.notes = {name: len(out[name]) for name in parts}
     return out
