@@ -167,14 +167,14 @@ def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, pg_ser
     for name in ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json"):
         assert (tmp_path / "sqlite" / name).read_bytes() == (tmp_path / "pg" / name).read_bytes(), name
     assert "***" in b.source["url"] or "@" not in b.source["url"]  # never a password in the manifest
-    # --since selects by record time (CLI): a bound after the last record gives an empty, still valid corpus
+    # --since selects by record time (CLI): a bound after the last record selects nothing, and an empty corpus is
+    # refused (exit 3, one error line), never written as a finished corpus
     out = tmp_path / "late"
     proc = subprocess.run([sys.executable, "-m", "shoparena", "corpus", "build", "--from", corpus_world.store_url,
                            "--out", str(out), "--since", str(created[-1] + 1), "--json"],
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["stages"][0] == {"stage": "normalize", "seen": 0, "kept": 0, "rejected": {},
-                                                    "examples": {}, "notes": {}}
+    assert proc.returncode == 3, proc.stderr
+    assert "0 records read" in proc.stderr and "hint:" in proc.stderr and not (out / "manifest.json").exists()
 
 
 def test_show_verifies_every_file(corpus_world: CorpusWorld, tmp_path: Path) -> None:
