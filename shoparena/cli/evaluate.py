@@ -36,8 +36,8 @@ def evaluate(
     agent: Annotated[str, typer.Option("--agent", help="react | oro7 | pipeline | PATH.py.")] = "react",
     problems: Annotated[Path | None, typer.Option("--problems", help="Problems file (or the bank a --split "
                                                                      "draws from).")] = None,
-    split: Annotated[str | None, typer.Option("--split", help="CORPUS_DIR:eval or CORPUS_DIR:never_touch: the "
-                                                              "corpus's held-out problems.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="CORPUS_DIR:eval, CORPUS_DIR:validation or "
+                                                              "CORPUS_DIR:never_touch: the corpus's held-out problems.")] = None,
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k for k ≤ n).")] = 4,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.", callback=finite(0.0))] = 0.7,
     seed: Annotated[int, seed_option("Seed of the sampling seeds and of the bootstrap.")] = 0,
@@ -92,7 +92,7 @@ def evaluate(
     from shoparena.tasks import ProblemLoadReport, load_problems
 
     if problems is None and split is None:
-        raise ConfigError("give --problems FILE or --split CORPUS_DIR:eval|never_touch")
+        raise ConfigError("give --problems FILE or --split CORPUS_DIR:eval|validation|never_touch")
     if judge_gate > 1.0:
         raise ConfigError(f"--judge-gate {judge_gate:g}: judge scores lie in [0, 1]")
     judges = parse_judges(judge or [])

@@ -81,7 +81,7 @@ class EvalConfig(BaseModel):
     score_mode: Literal["strict", "upstream"] = "strict"
     protocol: Literal["native", "tags"] | None = None
     problem_set: str = "problems"
-    """Where the problems came from (a file, or ``CORPUS:eval`` / ``CORPUS:never_touch``)."""
+    """Where the problems came from (a file, or ``CORPUS:eval`` / ``CORPUS:validation`` / ``CORPUS:never_touch``)."""
     n_resamples: int = Field(N_RESAMPLES, ge=100)
     judges: list[JudgeEntry] = Field(default_factory=list)
     """Judges that judge every stored episode after the runs (:mod:`shoparena.evaluate.judging`)."""
