@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["DECISION", "TERMINATE", "callless", "content_calls", "has_call", "open_callless_turns", "states_decision",
+__all__ = ["DECISION", "TERMINATE", "call_names", "callless", "content_calls", "has_call", "open_callless_turns", "states_decision",
            "think_then_stop", "turn_text"]
 
 DECISION = re.compile(
@@ -80,7 +80,9 @@ def think_then_stop(message: Mapping[str, Any], *, parse_content: bool = True) -
     return callless(message, parse_content=parse_content) and states_decision(turn_text(message))
 
 
-def _call_names(message: Mapping[str, Any]) -> list[str]:
+def call_names(message: Mapping[str, Any]) -> list[str]:
+    """The names of the tools the turn calls, in order: its ``tool_calls``, then the calls written in its content
+    (:func:`content_calls`)."""
     names = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function", call) if isinstance(call, Mapping) else None
@@ -105,7 +107,7 @@ def open_callless_turns(messages: Sequence[Any]) -> list[int]:
         if callless(m):
             if not terminated:
                 out.append(k)
-        elif TERMINATE in _call_names(m):
+        elif TERMINATE in call_names(m):
             terminated = True
         k += 1
     return out

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoparena.env.turns import open_callless_turns
 from shoparena.errors import DataError
 from shoparena.llm.compact import CompactConfig, compact_messages
 from shoparena.llm.hf_backend import template_messages
@@ -53,6 +54,12 @@ class FormatConfig(BaseModel):
     never finish when served (it is cut before its tool call, and the episode loops), so its reasoning is
     shortened, middle sentences first (:func:`fit_turns`); a turn that does not fit even so (its tool calls alone
     are too long) stays in the sample as context but out of the loss. ``None``: turns as they are."""
+    callless_turns: Literal["drop", "keep"] = "keep"
+    """A row with a trained assistant turn that makes no tool call while the episode is open (it ends a thought
+    without its call, :func:`shoparena.env.turns.open_callless_turns`) teaches the think-then-stop turn evaluation
+    counts (a decision stated, no call made, the episode waits for a call that never comes): ``drop`` leaves such
+    rows out (counted ``dropped_callless_turn``); ``keep`` trains them as they are (counted, ``rows_callless``).
+    A callless turn left out of the loss (:attr:`turn_tokens`) or after a ``terminate`` call does not count."""
 
 
 def with_system(messages: list[dict[str, Any]], system: str = "harness") -> list[dict[str, Any]]:
@@ -277,18 +284,32 @@ def fit_turns(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, config
     return messages, sample, len(shortened - hopeless), sorted(hopeless)
 
 
+def _count_callless(counts: Counter[str], turns: int, *, dropped: bool) -> None:
+    counts["rows_callless"] += 1
+    counts["callless_turns_trained"] += turns
+    if dropped:
+        counts["dropped_callless_turn"] += 1
+
+
 def encode_rows(tokenizer: Any, rows: Iterable[dict[str, Any]], config: FormatConfig, *,
                 validate: bool = True) -> EncodedRows:
     """Rows ``{"messages", "tools"}`` → samples, every mask validated. Counts: ``rows``, ``kept``,
     ``dropped_too_long``, ``truncated``, ``dropped_unrenderable`` (a :class:`DataError` from rendering),
     ``unstable_turns``, ``tokens``, ``trained_tokens``; with ``turn_tokens``: ``turns_shortened``,
     ``rows_shortened``, ``turns_untrained`` (left out of the loss) and ``dropped_turn_too_long`` (no turn left to
-    train)."""
+    train). Rows with a trained callless turn (:attr:`FormatConfig.callless_turns`): ``rows_callless`` and
+    ``callless_turns_trained`` (their trained callless turns), ``dropped_callless_turn`` when they are dropped."""
     out = EncodedRows()
+    drop_callless = config.callless_turns == "drop"
     for row in rows:
         out.counts["rows"] += 1
+        messages = row.get("messages")
+        callless = open_callless_turns(messages) if isinstance(messages, list) else []
+        if callless and drop_callless and config.turn_tokens is None:  # every turn is trained: drop unrendered
+            _count_callless(out.counts, len(callless), dropped=True)
+            continue
         try:
-            sample = render_sample(tokenizer, row.get("messages"), row.get("tools"), compact=config.compact,
+            sample = render_sample(tokenizer, messages, row.get("tools"), compact=config.compact,
                                    system=config.system)
         except DataError:
             out.counts["dropped_unrenderable"] += 1
@@ -303,6 +324,11 @@ def encode_rows(tokenizer: Any, rows: Iterable[dict[str, Any]], config: FormatCo
             out.counts["turns_shortened"] += n
             out.counts["rows_shortened"] += n > 0
             out.counts["turns_untrained"] += len(untrained)
+        trained_callless = [k for k in callless if k not in untrained]
+        if trained_callless:
+            _count_callless(out.counts, len(trained_callless), dropped=drop_callless)
+            if drop_callless:
+                continue
         if validate:
             validate_mask(tokenizer, sample)
         ids, mask = sample.input_ids, sample.assistant_masks

@@ -7,7 +7,9 @@ successful agentic trace, undesirable = a turn of a failed or sub-task trace), `
 ``desirable_weight`` / ``undesirable_weight`` (the minority class up-weighted so ``λ_D·n_D = λ_U·n_U``, inside
 TRL's recommended ``[1, 4/3]`` ratio). A recipe may keep one tool profile (``tools``), fit every assistant turn
 to the serving cap as SFT does (``turn_tokens``, :func:`fit_kto_turns`) and take a seeded, label-balanced
-subsample (``max_rows``, :func:`balanced_subsample`) — how the ``cpu-mini`` recipe fits a CPU's budget.
+subsample (``max_rows``, :func:`balanced_subsample`) — how the ``cpu-mini`` recipe fits a CPU's budget. A judged turn
+that makes no tool call while the episode is open is never desirable (``callless_turns``), and the undesirable turns
+that call given tools can be left out (``undesirable_exclude``; both :func:`turn_filter`).
 
 Training: TRL ``KTOTrainer`` with a PEFT LoRA on q/k/v/o (r 16; the reference is the adapter-disabled model, so
 the input checkpoint must already hold the previous stage's merged weights), ``use_cpu`` / fp32 on a CPU,
@@ -29,9 +31,9 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from shoparena.errors import DataError
 from shoparena.train.trainer import StageProgress
@@ -39,12 +41,26 @@ from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageRe
 
 __all__ = ["ATTENTION_TARGETS", "PROBE_SAMPLER_DIR", "EmissionProbe", "KTOConfig", "balanced_subsample",
            "class_weights", "emission_stop", "fit_kto_turns", "fitting_rows", "kto_rows", "probe_prompts", "row_tokens",
-           "train_kto"]
+           "train_kto", "turn_filter"]
 
 ATTENTION_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 PROBE_SAMPLER_DIR = "probe-sampler"
 """Under the stage's out dir: the llama.cpp probe sampler's GGUF of the policy (removed when the stage ends)."""
 RECOMMEND = "recommend_product"
+
+
+def _excluded_tools(v: tuple[str, ...]) -> tuple[str, ...]:
+    from shoparena.env.output import known_tools
+
+    unknown = sorted(set(v) - known_tools())
+    if unknown or len(set(v)) != len(v):
+        raise ValueError("undesirable_exclude must be distinct registered tool names"
+                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    return v
+
+
+ExcludedTools = Annotated[tuple[str, ...], AfterValidator(_excluded_tools)]
+"""Tool names a stage leaves out of a class: distinct registered names, possibly none."""
 
 
 class KTOConfig(StageConfig):
@@ -86,6 +102,16 @@ class KTOConfig(StageConfig):
     max_rows: int | None = Field(None, ge=2)
     """A seeded subsample of at most this many rows, half of each label where both have enough (a CPU budget);
     ``None``: every row."""
+    callless_turns: Literal["drop", "keep"] = "drop"
+    """A desirable row whose judged turn makes no tool call while the episode is open (it ends a thought without its
+    call, :func:`shoparena.env.turns.open_callless_turns`) is never desirable: ``drop`` leaves it out (counted
+    ``dropped_desirable_callless``); ``keep`` trains it as labelled. Undesirable callless rows stay: they push the
+    stop-without-a-call down."""
+    undesirable_exclude: ExcludedTools = ()
+    """Tool names: an undesirable row whose judged turn calls one of them is left out (counted
+    ``undesirable_excluded``). ``[recommend_product]`` ablates a failed trace's final recommend turn (its reasoning
+    states the decision, then the call), which as an undesirable target may push down the call that follows such a
+    thought. Registered tool names, each once."""
 
 
 def kto_rows(rows: Iterable[dict[str, Any]], *, system: str = "row", compact: Any = None) -> list[dict[str, Any]]:
@@ -115,6 +141,46 @@ def kto_rows(rows: Iterable[dict[str, Any]], *, system: str = "row", compact: An
     if not out:
         raise DataError("no KTO rows", hint="the corpus's kto.jsonl is empty")
     return out
+
+
+def turn_filter(rows: Sequence[dict[str, Any]], *, callless: str = "drop", exclude: Sequence[str] = ()
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``rows`` (raw ``kto.jsonl`` rows) less the desirable rows whose judged turn ends a thought without its call
+    (``callless="drop"``; :attr:`KTOConfig.callless_turns`) and the undesirable rows whose judged turn calls a tool
+    in ``exclude`` (:attr:`KTOConfig.undesirable_exclude`), with the counts ``dropped_desirable_callless`` and
+    ``undesirable_excluded`` (by tool in ``undesirable_excluded_by_tool``). A row without the columns is passed on
+    for :func:`kto_rows` to name."""
+    from shoparena.env.turns import call_names, open_callless_turns
+
+    drop_callless, excluded = callless == "drop", set(exclude)
+    kept: list[dict[str, Any]] = []
+    counts: dict[str, Any] = {"dropped_desirable_callless": 0, "undesirable_excluded": 0}
+    by_tool: dict[str, int] = {}
+    for row in rows:
+        completion = row.get("completion") if isinstance(row, dict) else None
+        prompt = row.get("prompt") if isinstance(row, dict) else None
+        if not (isinstance(completion, list) and len(completion) == 1 and isinstance(completion[0], dict)
+                and isinstance(prompt, list)):
+            kept.append(row)
+            continue
+        turn = completion[0]
+        if row.get("label") is True and drop_callless:
+            messages = [*prompt, *completion]
+            last = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant") - 1
+            if last in open_callless_turns(messages):
+                counts["dropped_desirable_callless"] += 1
+                continue
+        if row.get("label") is False and excluded:
+            hit = sorted(excluded.intersection(call_names(turn)))
+            if hit:
+                counts["undesirable_excluded"] += 1
+                for name in hit:
+                    by_tool[name] = by_tool.get(name, 0) + 1
+                continue
+        kept.append(row)
+    if by_tool:
+        counts["undesirable_excluded_by_tool"] = dict(sorted(by_tool.items()))
+    return kept, counts
 
 
 def fitting_rows(rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int) -> list[dict[str, Any]]:
@@ -352,7 +418,8 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
 
     compact = read_compact(Path(model_dir))
     raw, off_profile = require_profile(list(kto_rows_in), config.tools, "KTO")
-    prep: dict[str, Any] = {"off_profile": off_profile}
+    raw, turn_counts = turn_filter(raw, callless=config.callless_turns, exclude=config.undesirable_exclude)
+    prep: dict[str, Any] = {"off_profile": off_profile, **turn_counts}
     if config.turn_tokens is not None:
         raw, fit_counts = fit_kto_turns(raw, tokenizer, config.turn_tokens, system=config.system, compact=compact)
         prep.update(fit_counts)

@@ -1,6 +1,7 @@
 """Stage 2: rejection-sampled re-SFT (docs/training.md §3, paper B.3). ``k`` samples per train problem through the real
-harness with the stage-1 model (or any ``sampler`` model URI), keep the strict successes, mix them with the
-stage-1 rows (``mix_ratio`` = the RS share, 50/50 by default) and retrain with :func:`train_sft`.
+harness with the stage-1 model (or any ``sampler`` model URI), keep the strict successes (less those with a turn
+that ends a thought without its tool call, with ``callless_turns: drop``; counted ``dropped_callless``), mix them
+with the stage-1 rows (``mix_ratio`` = the RS share, 50/50 by default) and retrain with :func:`train_sft`.
 
 A run where nothing succeeds passes its input checkpoint on unchanged (and says so in the metrics)."""
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
+from shoparena.env.turns import open_callless_turns
 from shoparena.tasks.types import Problem
 from shoparena.train.checkpoint import checkpoint_sha256, load_stage, write_stage
 from shoparena.train.harness import collect_successes
@@ -21,7 +23,7 @@ from shoparena.train.sft import SFTConfig, copy_checkpoint, train_sft
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import StageResult
 
-__all__ = ["RSConfig", "mix_rows", "train_rs"]
+__all__ = ["RSConfig", "callless_episodes", "mix_rows", "train_rs"]
 
 
 class RSConfig(SFTConfig):
@@ -51,6 +53,15 @@ def mix_rows(new: Sequence[dict[str, Any]], old: Sequence[dict[str, Any]], ratio
     return mixed
 
 
+def callless_episodes(rows: Sequence[dict[str, Any]]) -> list[int]:
+    """The indices of the sampled episodes (SFT rows, ``messages``) with an assistant turn that ends a thought
+    without its call (:func:`shoparena.env.turns.open_callless_turns`): a successful episode can hold one (the
+    harness asks again after a callless turn, and a later turn recommends), and retraining on it teaches the
+    think-then-stop turn."""
+    return [i for i, row in enumerate(rows)
+            if isinstance(row.get("messages"), list) and open_callless_turns(row["messages"])]
+
+
 def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft_rows: Sequence[dict[str, Any]],
              eval_rows: Sequence[dict[str, Any]], config: RSConfig, out_dir: str | os.PathLike[str], *,
              catalog_dir: str | os.PathLike[str], resume: bool = False,
@@ -69,14 +80,23 @@ def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft
                             else progress.phase("sampling", len(chosen) * config.k))
     if progress is not None:
         progress.close()
-    metrics: dict[str, Any] = {"sampler_asr": got.asr, "samples": dict(got.counts), "kept": len(got.rows),
-                               "kept_pairs": [list(p) for p in got.kept], "problems": len(chosen)}
-    if not got.rows:
+    rs_rows, pairs = list(got.rows), list(got.kept)
+    callless = callless_episodes(rs_rows) if config.callless_turns == "drop" else []
+    if callless:
+        skip = set(callless)
+        rs_rows = [r for i, r in enumerate(rs_rows) if i not in skip]
+        pairs = [p for i, p in enumerate(pairs) if i not in skip]
+    metrics: dict[str, Any] = {"sampler_asr": got.asr, "samples": dict(got.counts), "kept": len(rs_rows),
+                               "kept_pairs": [list(p) for p in pairs], "problems": len(chosen),
+                               "dropped_callless": len(callless)}
+    if not rs_rows:
         copy_checkpoint(Path(model_dir), out / "model")
-        metrics["note"] = "no successful samples: the input checkpoint is passed on unchanged"
+        metrics["note"] = ("no successful samples" if not got.rows else
+                           "every successful sample has a turn without a tool call") + \
+            ": the input checkpoint is passed on unchanged"
         return write_stage(out, StageResult(stage="rs", model_dir=out / "model",
                                             checkpoint_sha256=checkpoint_sha256(out / "model"), metrics=metrics))
-    mixed = mix_rows(got.rows, sft_rows, config.mix_ratio, config.seed)
-    metrics["mix"] = {"rs_rows": len(got.rows), "sft_rows": len(mixed) - len(got.rows)}
+    mixed = mix_rows(rs_rows, sft_rows, config.mix_ratio, config.seed)
+    metrics["mix"] = {"rs_rows": len(rs_rows), "sft_rows": len(mixed) - len(rs_rows)}
     res = train_sft(model_dir, mixed, eval_rows, config, out, resume=resume, progress=progress, stage="rs")
     return write_stage(out, res.model_copy(update={"metrics": {**res.metrics, **metrics}}))

@@ -10,6 +10,7 @@ The helpers every stage shares (checkpoint hash, ``stage.json``, LoRA config, la
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -32,6 +33,7 @@ from shoparena.train.checkpoint import (
 )
 from shoparena.train.format import FormatConfig, encode_rows, tool_names
 from shoparena.train.trainer import (
+    LOGGER,
     StageProgress,
     model_dtype,
     quiet,
@@ -72,9 +74,16 @@ class SFTConfig(StageConfig):
     checkpoint's ``max_new_tokens``) until they fit; rows that cannot are dropped
     (:attr:`shoparena.train.format.FormatConfig.turn_tokens`)."""
 
+    callless_turns: Literal["drop", "keep"] = "drop"
+    """A row whose trained assistant turn makes no tool call while the episode is open (it ends a thought without its
+    call: the think-then-stop turn evaluation counts, docs/results.md §3) is ``drop`` ped before training, or
+    ``keep`` t as it is; counted either way in the stage's ``train_counts`` / ``eval_counts``
+    (:attr:`shoparena.train.format.FormatConfig.callless_turns`). A closing turn after a ``terminate`` call is not
+    one: the episode is over there."""
+
     def format(self) -> FormatConfig:
         return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact,
-                            system=self.system, turn_tokens=self.turn_tokens)
+                            system=self.system, turn_tokens=self.turn_tokens, callless_turns=self.callless_turns)
 
 
 # ── shared stage helpers ─────────────────────────────────────────────────────────────────────────────────────
@@ -235,9 +244,17 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     train = encode_rows(tokenizer, train_rows, fmt)
     evals = encode_rows(tokenizer, list(eval_rows)[: config.max_eval_rows], fmt)
     train.counts["off_profile"], evals.counts["off_profile"] = off_train, off_eval
+    for what, enc in (("train", train), ("eval", evals)):
+        if enc.counts["rows_callless"]:
+            logging.getLogger(LOGGER).info(
+                "%s: %d %s rows have a trained assistant turn without a tool call (%d turns): %s", stage,
+                enc.counts["rows_callless"], what, enc.counts["callless_turns_trained"],
+                "dropped" if config.callless_turns == "drop" else "kept (callless_turns: keep)")
     if not train.samples:
-        raise DataError(f"no trainable SFT rows ({dict(train.counts)})",
-                        hint="raise max_length, use truncation: keep_start, or compact observations")
+        hint = "raise max_length, use truncation: keep_start, or compact observations"
+        if train.counts["dropped_callless_turn"]:
+            hint += "; rows whose assistant turns make no tool call are dropped unless callless_turns: keep"
+        raise DataError(f"no trainable SFT rows ({dict(train.counts)})", hint=hint)
     out.mkdir(parents=True, exist_ok=True)
     lrs = config.lr_sweep or (config.learning_rate,)
     runs = []
@@ -256,6 +273,8 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     metrics = {k: best[k] for k in ("lr", "eval_loss", "train_loss", "loss_first", "loss_last", "losses")}
     metrics["train_cpu_s"] = round(best["cpu_seconds"], 3)  # process CPU time of the train loop (all threads)
     metrics["train_tokens_seen"] = best["num_tokens"]
+    metrics["callless_turns"] = {"rule": config.callless_turns, "train_rows": train.counts["rows_callless"],
+                                 "eval_rows": evals.counts["rows_callless"]}
     metrics.update(train_counts=dict(train.counts), eval_counts=dict(evals.counts),
                    sweep=[{"lr": r["lr"], "eval_loss": r["eval_loss"], "train_loss": r["train_loss"]} for r in runs])
     rate = best["process_tokens"] / best["seconds"] if best["process_tokens"] and best["seconds"] else None
