@@ -34,6 +34,7 @@ TRAIN: dict[str, Any] = {"max_steps": 1, "batch_size": 2, "max_length": 1536, "t
 
 @dataclass(frozen=True)
 class BankWorld:
+    store_url: str
     catalog: Path
     corpus: Path
     """Built from ``banks`` (its split covers every bank problem; train problems without rows are fresh)."""
@@ -89,7 +90,7 @@ def bank_world(tmp_path_factory: pytest.TempPathFactory) -> BankWorld:
     lax = ClusterConfig(link_given=False, link_gt=False, link_signature=False, paraphrase="off")
     BankSet.build([*world.problems, *fresh, *twins.values()], seed=0,
                   config=BankConfig(held_out_fraction=0.0, open_fraction=1.0, cluster=lax)).save(root / "twins")
-    return BankWorld(catalog=world.catalog, corpus=root / "corpus", banks=root / "banks",
+    return BankWorld(store_url=world.store_url, catalog=world.catalog, corpus=root / "corpus", banks=root / "banks",
                      train=problems_of_rows(read_jsonl_rows(root / "corpus" / "grpo_train.jsonl")),
                      file_corpus=root / "file-corpus", twin_banks=root / "twins",
                      twins={pid: pid.split(":")[1] for pid in twins})
@@ -132,6 +133,26 @@ def test_bank_problems_come_only_from_outside_held_out_and_train(bank_world: Ban
                                    and p.problem_id not in held for p in hidden.problems)
     with pytest.raises(ConfigError, match="static"):
         _draw(bank_world, 3, partitions=("open", "static"))
+
+
+def test_bank_problems_stay_out_of_a_validation_partition(bank_world: BankWorld, tmp_path: Path) -> None:
+    from shoparena.corpus.build import CorpusConfig, build_corpus
+    from shoparena.corpus.split import SplitConfig
+    from shoparena.tasks.banks import BankSet
+
+    if "validation_fraction" not in SplitConfig.model_fields:
+        pytest.skip("this build's corpus split has no validation partition")
+    split_cfg = SplitConfig(seed=0, eval_fraction=0.2, validation_fraction=0.3)
+    build_corpus(tmp_path / "corpus", store=bank_world.store_url, catalog=bank_world.catalog,
+                 banks=bank_world.banks, config=CorpusConfig(split=split_cfg))
+    split, held = held_out_problems(tmp_path / "corpus")
+    validation = set(split.partitions["validation"].problems)
+    assert validation and validation <= set(held)
+    bank = BankSet.load(bank_world.banks)
+    draw = draw_bank_problems(bank, split, held, set(), 10_000, 0)
+    assert draw.problems and not {p.problem_id for p in draw.problems} & validation
+    open_validation = {pid for pid in validation if bank.partition_of(pid) in ("open", "retired")}
+    assert open_validation and open_validation <= set(draw.refused_ids["held_out_problem"])
 
 
 def test_bank_draw_is_seeded_and_stratified(bank_world: BankWorld) -> None:
