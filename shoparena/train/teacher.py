@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -39,6 +39,10 @@ from shoparena.train.harness import collect_successes, upsample
 from shoparena.train.sft import SFTConfig, copy_checkpoint, in_profile, train_sft
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import StageResult
+
+if TYPE_CHECKING:
+    from shoparena.corpus.split import SplitManifest
+    from shoparena.tasks.banks import BankSet
 
 __all__ = ["BankDraw", "TeacherConfig", "draw_bank_problems", "find_banks", "fit_rows", "held_out_problems",
            "prove_fresh", "subsample_rows", "train_teacher"]
@@ -105,13 +109,13 @@ class BankDraw:
     ``held_out_cluster``, ``held_out_gt_product``, ``held_out_query``, ``fresh_cluster``, ``not_in_catalog``)."""
     refused_ids: dict[str, list[str]] = field(default_factory=dict)
     """Reason → the ids refused for it, except ``bank_partition`` and ``train_problem`` (``bank_problems.json``)."""
+    checks: list[str] = field(default_factory=list)
+    """The guard checks the chosen problems passed against the held-out ones."""
 
     def refuse(self, reason: str, pid: str) -> None:
         self.refused[reason] += 1
         if reason not in ("bank_partition", "train_problem"):
             self.refused_ids.setdefault(reason, []).append(pid)
-    checks: list[str] = field(default_factory=list)
-    """The guard checks the chosen problems passed against the held-out ones."""
 
     def summary(self) -> dict[str, Any]:
         return {"drawn": len(self.problems), "by_bucket": dict(sorted(Counter(p.bucket for p in self.problems)
@@ -139,7 +143,7 @@ def _quotas(sizes: Mapping[str, int], n: int) -> dict[str, int]:
     return out
 
 
-def _fresh_map(problems: Mapping[str, Problem], split: Any) -> dict[str, str]:
+def _fresh_map(problems: Mapping[str, Problem], split: SplitManifest) -> dict[str, str]:
     """A fresh leak clustering of ``problems`` with the split's cluster config (size limit off, as
     :func:`shoparena.corpus.split.verify_split` re-clusters)."""
     from shoparena.tasks.clusters import build_clusters
@@ -148,7 +152,7 @@ def _fresh_map(problems: Mapping[str, Problem], split: Any) -> dict[str, str]:
     return build_clusters(problems.values(), config=cfg).assignment
 
 
-def draw_bank_problems(bank: Any, split: Any, held_out: Mapping[str, Problem], train_ids: Collection[str], n: int,
+def draw_bank_problems(bank: BankSet, split: SplitManifest, held_out: Mapping[str, Problem], train_ids: Collection[str], n: int,
                        seed: int | str, *, partitions: Sequence[str] = ("open", "retired"),
                        known_product: Callable[[str], bool] | None = None) -> BankDraw:
     """Up to ``n`` problems of ``bank`` (a :class:`~shoparena.tasks.banks.BankSet`) for the teacher: in one of
@@ -214,7 +218,7 @@ def draw_bank_problems(bank: Any, split: Any, held_out: Mapping[str, Problem], t
     return draw
 
 
-def prove_fresh(chosen: Sequence[Problem], held_out: Mapping[str, Problem], split: Any, *,
+def prove_fresh(chosen: Sequence[Problem], held_out: Mapping[str, Problem], split: SplitManifest, *,
                 stored: Sequence[Mapping[str, str]] = ()) -> list[str]:
     """The leak guard's proof that ``chosen`` shares nothing with ``held_out`` (problem ids, leak clusters, GT
     product ids, canonical queries): on each ``stored`` cluster map (problem → cluster; default: the split's; a
@@ -244,7 +248,7 @@ def prove_fresh(chosen: Sequence[Problem], held_out: Mapping[str, Problem], spli
 
 
 def held_out_problems(corpus_dir: str | os.PathLike[str], *, banks: str | os.PathLike[str] | None = None
-                      ) -> tuple[Any, dict[str, Problem]]:
+                      ) -> tuple[SplitManifest, dict[str, Problem]]:
     """The corpus's split and the problems of its held-out partitions (every partition but ``train``), read as the
     evaluation reads them (:func:`shoparena.evaluate.core.partition_problems`: the corpus verified against its
     manifest, the problems against the partition's frozen ids and GT-product hash) from the corpus's own problem
