@@ -53,6 +53,8 @@ HELD_OUT_GROUP = "held_out"
 DRAWN_GROUP = "teacher_bank"
 BANK_DRAW_FILE = "bank_problems.json"
 RUN_MANIFEST = "manifest.json"
+RUN_FORMAT = "shoparena-train/1"
+"""The recipe run manifest's format (:data:`shoparena.train.recipe.FORMAT`), checked before its corpus is read."""
 
 
 class TeacherConfig(SFTConfig):
@@ -285,7 +287,9 @@ def _corpus_of_run(out: Path) -> Path | None:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    corpus = body.get("corpus") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or body.get("format") != RUN_FORMAT:
+        return None
+    corpus = body.get("corpus")
     return resolve_recorded(corpus, out.parent) if isinstance(corpus, str) and corpus else None
 
 
