@@ -23,7 +23,7 @@ from shoparena.train.sft import SFTConfig, copy_checkpoint, train_sft
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import StageResult
 
-__all__ = ["RSConfig", "callless_episodes", "mix_rows", "train_rs"]
+__all__ = ["RSConfig", "mix_rows", "train_rs", "without_callless"]
 
 
 class RSConfig(SFTConfig):
@@ -53,13 +53,18 @@ def mix_rows(new: Sequence[dict[str, Any]], old: Sequence[dict[str, Any]], ratio
     return mixed
 
 
-def callless_episodes(rows: Sequence[dict[str, Any]]) -> list[int]:
-    """The indices of the sampled episodes (SFT rows, ``messages``) with an assistant turn that ends a thought
-    without its call (:func:`shoparena.env.turns.open_callless_turns`): a successful episode can hold one (the
-    harness asks again after a callless turn, and a later turn recommends), and retraining on it teaches the
+def without_callless(rows: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, int]]
+                     ) -> tuple[list[dict[str, Any]], list[tuple[str, int]], int]:
+    """The sampled successful episodes (SFT rows with ``messages``, and their ``(problem, sample)`` pairs in the same
+    order) less those with an assistant turn that ends a thought without its call
+    (:func:`shoparena.env.turns.open_callless_turns`), and how many were left out. A successful episode can hold one
+    (the harness asks again after a callless turn, and a later turn recommends); retraining on it teaches the
     think-then-stop turn."""
-    return [i for i, row in enumerate(rows)
-            if isinstance(row.get("messages"), list) and open_callless_turns(row["messages"])]
+    if len(rows) != len(pairs):
+        raise ValueError(f"{len(rows)} rows for {len(pairs)} (problem, sample) pairs")
+    kept = [(r, p) for r, p in zip(rows, pairs, strict=True)
+            if not (isinstance(r.get("messages"), list) and open_callless_turns(r["messages"]))]
+    return [r for r, _ in kept], [p for _, p in kept], len(rows) - len(kept)
 
 
 def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft_rows: Sequence[dict[str, Any]],
@@ -80,15 +85,12 @@ def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft
                             else progress.phase("sampling", len(chosen) * config.k))
     if progress is not None:
         progress.close()
-    rs_rows, pairs = list(got.rows), list(got.kept)
-    callless = callless_episodes(rs_rows) if config.callless_turns == "drop" else []
-    if callless:
-        skip = set(callless)
-        rs_rows = [r for i, r in enumerate(rs_rows) if i not in skip]
-        pairs = [p for i, p in enumerate(pairs) if i not in skip]
+    rs_rows, pairs, callless = list(got.rows), list(got.kept), 0
+    if config.callless_turns == "drop":
+        rs_rows, pairs, callless = without_callless(rs_rows, pairs)
     metrics: dict[str, Any] = {"sampler_asr": got.asr, "samples": dict(got.counts), "kept": len(rs_rows),
                                "kept_pairs": [list(p) for p in pairs], "problems": len(chosen),
-                               "dropped_callless": len(callless)}
+                               "dropped_callless": callless}
     if not rs_rows:
         copy_checkpoint(Path(model_dir), out / "model")
         metrics["note"] = ("no successful samples" if not got.rows else
