@@ -4,9 +4,21 @@ Each optimiser step takes ``batch_size × grad_accum / num_generations`` GRPO ro
 hands :func:`make_rollout_func`'s function the prompts already repeated K times, and it plays one token-in/token-out
 episode per entry over the real environment (:mod:`shoparena.train.rollout`) with the trainer's own model in
 ``eval()`` mode (train mode restored after). It returns ``prompt_ids``, ``completion_ids``, ``logprobs=None``,
-``env_mask`` (tool-result tokens 0, out of the loss) and per-episode ``outcome`` / ``tool_match``, which two reward
-functions pass through; TRL combines them with ``reward_weights = [1 − w, w]``, i.e. the blended reward
-``(1 − w)·outcome + w·tool_match``.
+``env_mask`` (tool-result tokens 0, out of the loss) and per-episode ``outcome`` / ``tool_match`` / ``penalty``,
+which three reward functions pass through (:data:`REWARD_FUNCS`); TRL combines them with
+``reward_weights = [1 − w, w, 1]``, i.e. the reward ``(1 − w)·outcome + w·tool_match − penalty``.
+
+The stop guard (``stop_penalty``, ``callless_turns``): ``penalty`` is ``stop_penalty`` (0.5 in the recipe) for an
+episode that ends without a ``recommend_product`` call — it stopped on an empty turn, ran out of turns or tokens, or
+called ``terminate`` without recommending — and 0 otherwise, so the reward stays a pure function of the episode
+(:func:`~shoparena.train.reward.penalised_reward`). A turn without a tool call (a think or text turn, the
+"think-then-stop" shape: a decision stated in the reasoning and never made) scores 0 in the step match and, with
+``callless_turns: skipped``, takes no teacher step, so it never raises an episode's reward
+(:func:`~shoparena.train.reward.mean_step_match`). ``stop_penalty: 0`` with ``callless_turns: aligned`` gives the
+blend alone, float for float. Every rollout logs, with the step's TRL metrics (the stage log, ``log_history``,
+``stage.json``'s ``rollout_steps``): its episodes, those without a recommend, callless turns, think-then-stop turns
+(callless turns that state a recommendation decision) and the mean reward before and after the penalty
+(:data:`ROLLOUT_METRICS`), whichever sampler played them.
 
 Dr. GRPO is ``loss_type="dr_grpo"`` + ``scale_rewards="none"`` (no group-std scaling), with the recipe's β 0.2,
 learning rate 5e-7 and ``disable_dropout=True``; :func:`trl_config` builds the TRL config (on
@@ -42,8 +54,9 @@ from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
-__all__ = ["SAMPLER_DIR", "GRPOConfig", "Headroom", "headroom_problems", "make_rollout_func", "outcome_reward",
-           "tool_match_reward", "train_grpo", "trl_config"]
+__all__ = ["REWARD_FUNCS", "ROLLOUT_METRICS", "SAMPLER_DIR", "GRPOConfig", "Headroom", "headroom_problems",
+           "make_rollout_func", "outcome_reward", "stop_penalty_reward", "tool_match_reward", "train_grpo",
+           "trl_config"]
 
 SAMPLER_DIR = "sampler"
 """Under the stage's out dir: the llama.cpp sampler's per-step GGUF of the policy (removed when the stage ends)."""
@@ -72,6 +85,16 @@ class GRPOConfig(StageConfig):
     top_p: float = Field(1.0, gt=0, le=1)
     w: float = Field(0.5, ge=0, le=1)
     """Weight of the mean step tool-match in the reward."""
+    stop_penalty: float = Field(0.5, ge=0, le=1)
+    """Taken off the reward of an episode that ends without a ``recommend_product`` call (it stopped on an empty
+    turn, ran out of turns or tokens, or terminated without recommending); 0 turns the penalty off. Such an episode
+    has outcome 0, so at w 0.5 its blend is at most 0.5 and a penalty of 0.5 puts it at or below every episode that
+    recommends."""
+    callless_turns: Literal["skipped", "aligned"] = "skipped"
+    """How the step match treats a turn without a tool call: ``skipped`` — it scores 0 and takes no teacher step
+    (it still counts as a turn), so it can never raise the match; ``aligned`` — compared by position like any turn,
+    which lets it score ``NEUTRAL`` against a teacher turn without a call and shift later calls onto the teacher's
+    (:mod:`shoparena.train.reward`)."""
     lora: LoraConfig | None = Field(default_factory=lambda: LoraConfig(r=16, alpha=32, dropout=0.0))
     system: Literal["row", "harness"] = "row"
     """``harness``: episodes are prompted behind the harness's native system turn, as ``react`` episodes are (SFT's
@@ -160,7 +183,7 @@ def trl_config(config: GRPOConfig, out_dir: Path) -> Any:
         **trainer_args(config, Path(out_dir)), loss_type=config.loss_type, scale_rewards=config.scale_rewards,
         beta=config.beta, disable_dropout=config.disable_dropout, num_generations=config.num_generations,
         max_completion_length=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
-        reward_weights=[1.0 - config.w, config.w], max_tool_calling_iterations=config.max_turns,
+        reward_weights=[1.0 - config.w, config.w, 1.0], max_tool_calling_iterations=config.max_turns,
         shuffle_dataset=True, log_completions=False,
     )
 
@@ -173,6 +196,33 @@ def outcome_reward(completions: Sequence[Any], outcome: Sequence[float], **_: An
 def tool_match_reward(completions: Sequence[Any], tool_match: Sequence[float], **_: Any) -> list[float]:
     """Each episode's mean per-step teacher tool-match (from the rollout)."""
     return [float(x) for x in tool_match]
+
+
+ROLLOUT_METRICS = ("rollout/episodes", "rollout/without_recommend", "rollout/callless_turns",
+                   "rollout/think_then_stop_turns", "rollout/reward_before_penalty", "rollout/reward")
+"""What every rollout logs with its step's metrics (module docstring): counts over the rollout's episodes, and the
+mean reward before and after the stop penalty."""
+
+
+def stop_penalty_reward(completions: Sequence[Any], penalty: Sequence[float], called_recommend: Sequence[bool],
+                        callless_turns: Sequence[int], think_then_stop_turns: Sequence[int],
+                        reward_before_penalty: Sequence[float], log_metric: Callable[[str, float], None] | None = None,
+                        **_: Any) -> list[float]:
+    """Minus each episode's stop penalty (weight 1; from the rollout), and the rollout's :data:`ROLLOUT_METRICS`
+    through TRL's ``log_metric`` (one rollout a step: the step's values)."""
+    rewards = [0.0 - float(p) for p in penalty]
+    if log_metric is not None and rewards:
+        n = len(rewards)
+        for name, value in zip(ROLLOUT_METRICS, (
+                n, sum(not c for c in called_recommend), sum(callless_turns), sum(think_then_stop_turns),
+                sum(reward_before_penalty) / n,
+                sum(b + r for b, r in zip(reward_before_penalty, rewards, strict=True)) / n), strict=True):
+            log_metric(name, float(value))
+    return rewards
+
+
+REWARD_FUNCS = (outcome_reward, tool_match_reward, stop_penalty_reward)
+"""The stage's reward functions, in the order of :func:`trl_config`'s ``reward_weights``."""
 
 
 def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig, log: list[dict[str, Any]] | None = None, *,
@@ -193,18 +243,26 @@ def make_rollout_func(env: Any, tokenizer: Any, config: GRPOConfig, log: list[di
             episodes = run_token_episodes(model, tokenizer, env, [env.row(p) for p in prompts],
                                           max_completion_length=config.max_completion_length,
                                           turn_max_tokens=config.turn_max_tokens, temperature=config.temperature,
-                                          top_p=config.top_p, w=config.w, sampler=sampler)
+                                          top_p=config.top_p, w=config.w, sampler=sampler,
+                                          stop_penalty=config.stop_penalty, callless=config.callless_turns)
         finally:
             if was_training:
                 model.train()
         if log is not None:
             log.extend({"step": int(trainer.state.global_step), "turns": len(e.steps), "stop": e.stop,
                         "outcome": e.outcome, "tool_match": e.tool_match, "reward": e.reward,
+                        "reward_before_penalty": e.reward_before_penalty, "penalty": e.penalty,
+                        "called_recommend": e.called_recommend, "callless_turns": e.callless_turns,
+                        "think_then_stop_turns": e.think_then_stop_turns,
                         "completion_tokens": len(e.completion_ids), "model_tokens": sum(e.env_mask)}
                        for e in episodes)
         return {"prompt_ids": [e.prompt_ids for e in episodes], "completion_ids": [e.completion_ids for e in episodes],
                 "logprobs": None, "env_mask": [e.env_mask for e in episodes],
-                "outcome": [e.outcome for e in episodes], "tool_match": [e.tool_match for e in episodes]}
+                "outcome": [e.outcome for e in episodes], "tool_match": [e.tool_match for e in episodes],
+                "penalty": [e.penalty for e in episodes], "called_recommend": [e.called_recommend for e in episodes],
+                "callless_turns": [e.callless_turns for e in episodes],
+                "think_then_stop_turns": [e.think_then_stop_turns for e in episodes],
+                "reward_before_penalty": [e.reward_before_penalty for e in episodes]}
 
     return rollout
 
@@ -257,7 +315,7 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
         model, tokenizer = load_model(model_dir, config)
         episodes: list[dict[str, Any]] = []
         dataset = Dataset.from_list([{"prompt": row["prompt"]} for row in env.rows.values()])
-        trainer = GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward],
+        trainer = GRPOTrainer(model=model, reward_funcs=list(REWARD_FUNCS),
                               args=trl_config(config, out_dir), train_dataset=dataset, processing_class=tokenizer,
                               peft_config=peft_config(config),
                               rollout_func=make_rollout_func(env, tokenizer, config, episodes, sampler=sampler),
@@ -278,12 +336,25 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
         metrics.update({"episodes": n, "outcome_mean": sum(e["outcome"] for e in episodes) / n,
                         "tool_match_mean": sum(e["tool_match"] for e in episodes) / n,
                         "turns_mean": sum(e["turns"] for e in episodes) / n,
-                        "stops": {s: sum(e["stop"] == s for e in episodes) for s in sorted({e["stop"] for e in episodes})}})
+                        "stops": {s: sum(e["stop"] == s for e in episodes) for s in sorted({e["stop"] for e in episodes})},
+                        "episodes_without_recommend": sum(not e["called_recommend"] for e in episodes),
+                        "callless_turns": sum(e["callless_turns"] for e in episodes),
+                        "think_then_stop_turns": sum(e["think_then_stop_turns"] for e in episodes),
+                        "reward_before_penalty_mean": sum(e["reward_before_penalty"] for e in episodes) / n,
+                        "reward_mean": sum(e["reward"] for e in episodes) / n})
+    metrics["rollout_steps"] = _rollout_steps(log)
     if sampler is not None:
         metrics["sampler"] = _sampler_metrics(config, sampler.stats)
     tokens = sum(e["model_tokens"] for e in episodes)
     return save_stage("grpo", trainer, tokenizer, out_dir, metrics=metrics, started=started, tokens=tokens,
                       resumed_from=resumed)
+
+
+def _rollout_steps(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each logged step's :data:`ROLLOUT_METRICS` (``{"step", "episodes", …}``; averaged over the steps of a log
+    entry when ``logging_steps`` > 1), from the trainer's log, so a resumed run keeps the steps before the resume."""
+    return [{"step": int(e["step"]), **{k.removeprefix("rollout/"): e[k] for k in ROLLOUT_METRICS if k in e}}
+            for e in log_history if any(k in e for k in ROLLOUT_METRICS)]
 
 
 def _sampler_metrics(config: GRPOConfig, stats: list[dict[str, Any]]) -> dict[str, Any]:

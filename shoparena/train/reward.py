@@ -1,8 +1,9 @@
 """The per-step teacher tool-match reward of stage 5 (``docs/training.md`` §3.1) and its blend with the outcome.
 
 Pure functions, no torch, no TRL: :func:`tool_match` scores one predicted step's tool calls against the teacher's
-calls of the same step, :func:`mean_step_match` averages it over an episode aligned to the teacher trajectory, and
-:func:`blended_reward` mixes the episode's outcome with that mean.
+calls of the same step, :func:`mean_step_match` averages it over an episode aligned to the teacher trajectory,
+:func:`blended_reward` mixes the episode's outcome with that mean, and :func:`penalised_reward` takes the stop
+penalty off an episode that never called ``recommend_product``.
 
 Semantics follow upstream ShoppingBench's ToolRL correctness reward
 (``src/rl/verl/utils/reward_score/shoppingbench_toolrl.py``), rescaled from [−3, 3] to [0, 1]
@@ -20,6 +21,15 @@ Semantics follow upstream ShoppingBench's ToolRL correctness reward
 Values: strings compare as token lists split on commas and whitespace (frequency-aware Jaccard of the two lists, so
 ``"a,b"`` vs ``"b, a"`` is 1.0 and ``"a,b"`` vs ``"a"`` is 0.5); integers need exact equality with an integer
 (``True`` is not ``1``); anything else (floats, lists, objects) needs exact equality.
+
+Callless turns in an episode (a predicted step ``[]``: a think or text turn with no tool call, no call attempted) are
+the shape a policy learns when it states its decision in its reasoning and ends the turn without making the call
+("think-then-stop"). Aligned by position they are not neutral: such a turn takes the teacher's step at its position
+(:data:`NEUTRAL` where that teacher step made no call) and pushes every later turn one teacher step on, which can
+line a later ``recommend_product`` up with the teacher's. :func:`mean_step_match` with ``callless="skipped"`` scores
+each callless turn 0 and leaves it out of the alignment while it still counts as a turn, so adding one can only lower
+the match. :func:`penalised_reward` is the other half of that guard: an episode that ends without a
+``recommend_product`` call (it stopped, ran out of turns or tokens, or terminated) loses a fixed penalty.
 """
 
 from __future__ import annotations
@@ -28,15 +38,20 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from shoparena.errors import ConfigError
 
-__all__ = ["NEUTRAL", "blended_reward", "match_score", "mean_step_match", "normalize_calls", "tool_match",
-           "value_match"]
+__all__ = ["CALLLESS", "NEUTRAL", "Callless", "blended_reward", "match_score", "mean_step_match", "normalize_calls",
+           "penalised_reward", "tool_match", "value_match"]
 
 NEUTRAL = 0.5
 """The score of a step whose teacher made no tool call (correctness 0 on the [−3, 3] scale)."""
+
+Callless = Literal["skipped", "aligned"]
+CALLLESS: tuple[str, ...] = get_args(Callless)
+"""How :func:`mean_step_match` treats callless turns (module docstring): ``skipped`` — scored 0, out of the
+alignment; ``aligned`` — compared by position like any other turn."""
 
 _SPLIT = re.compile(r"[,\s]+")
 
@@ -135,15 +150,26 @@ def tool_match(pred_calls: Sequence[Any] | None, teacher_calls: Sequence[Any]) -
     return score / max_score
 
 
-def mean_step_match(pred_steps: Sequence[Sequence[Any] | None], teacher_steps: Sequence[Sequence[Any]]) -> float:
+def mean_step_match(pred_steps: Sequence[Sequence[Any] | None], teacher_steps: Sequence[Sequence[Any]],
+                    callless: Callless = "aligned") -> float:
     """:func:`tool_match` averaged over an episode, aligned **by position**: the episode's i-th assistant turn is
     compared with the teacher's i-th turn. The mean runs over ``max(len(pred_steps), len(teacher_steps))``
     positions: a turn the episode did not take (shorter than the teacher) and a turn beyond the teacher's last
     (longer than the teacher) both score 0, so wandering and stopping early cost the same. No steps on either side
-    → 0."""
+    → 0.
+
+    ``callless="skipped"``: the episode's callless turns (``[]``; an unparseable turn, ``None``, is an attempted
+    call and stays aligned) score 0 and are taken out before aligning, while the mean still runs over all the
+    episode's turns, so a callless turn never raises the match (module docstring). An episode without callless
+    turns gets the same float either way."""
+    if callless not in CALLLESS:
+        raise ConfigError(f"callless={callless!r} is not one of {', '.join(CALLLESS)}",
+                          hint="skipped: a turn without a tool call scores 0 and takes no teacher step")
     n = max(len(pred_steps), len(teacher_steps))
     if n == 0:
         return 0.0
+    if callless == "skipped":
+        pred_steps = [s for s in pred_steps if s is None or len(s) > 0]
     total = sum(tool_match(pred_steps[i], teacher_steps[i])
                 for i in range(min(len(pred_steps), len(teacher_steps))))
     return total / n
@@ -154,3 +180,13 @@ def blended_reward(outcome: float, match: float, w: float = 0.5) -> float:
     if not 0.0 <= w <= 1.0:
         raise ConfigError(f"blend weight w={w} is outside [0, 1]", hint="the recipe uses w = 0.5")
     return (1.0 - w) * outcome + w * match
+
+
+def penalised_reward(reward: float, called_recommend: bool, stop_penalty: float) -> float:
+    """An episode's reward after the stop penalty: ``reward − stop_penalty`` when the episode never called
+    ``recommend_product`` (module docstring), else ``reward``; a penalty of 0 returns ``reward`` itself."""
+    if not 0.0 <= stop_penalty <= 1.0:
+        raise ConfigError(f"stop penalty {stop_penalty} is outside [0, 1]", hint="the recipe uses 0.5")
+    if called_recommend or stop_penalty == 0.0:
+        return reward
+    return reward - stop_penalty

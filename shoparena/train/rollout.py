@@ -22,8 +22,18 @@ appended):
    rule), the turn limit, a turn cut by ``turn_max_tokens``, or when the next tool result would overflow
    ``max_completion_length`` (then it is not appended);
 5. ``outcome`` = strict rule success of the final recommendation (1.0 / 0.0); ``tool_match`` =
-   :func:`~shoparena.train.reward.mean_step_match` of the turns' calls against the row's ``reference_steps``;
-   ``reward`` = :func:`~shoparena.train.reward.blended_reward`.
+   :func:`~shoparena.train.reward.mean_step_match` of the turns' calls against the row's ``reference_steps``
+   (``callless``: ``skipped`` scores a turn without a tool call 0 and leaves it out of the alignment, ``aligned``
+   compares it by position); ``reward_before_penalty`` = :func:`~shoparena.train.reward.blended_reward`;
+   ``reward`` = :func:`~shoparena.train.reward.penalised_reward`: ``stop_penalty`` less when no turn called
+   ``recommend_product``. The defaults (``aligned``, penalty 0) leave the blend as it is.
+
+A turn that makes no tool call does not end the episode unless it is completely empty (the loop's ``upstream4``
+rule: only an empty reply stops it, as ``empty_output``): a think or text turn is recorded, gets no tool result (only
+the next assistant header is appended) and the model takes the next turn, until it calls, runs out of turns
+(``max_turns``) or tokens (``length``). Each episode counts its callless turns (no call, none attempted) and, among
+them, its think-then-stop turns (the turn's text states a recommendation decision:
+:func:`~shoparena.env.turns.states_decision`, the rule evaluation counts them by), whichever sampler played it.
 
 The suffix renderer works for any template that renders an assistant turn the same whether or not tool messages
 follow it: it renders a fixed stand-in conversation with and without the tool messages and takes the difference
@@ -40,10 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from shoparena.env.turns import states_decision, turn_text
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import compact_messages
 from shoparena.train.format import parse_tools, with_system
-from shoparena.train.reward import blended_reward, mean_step_match
+from shoparena.train.reward import CALLLESS, Callless, blended_reward, mean_step_match, penalised_reward
 
 __all__ = ["RolloutEnv", "TokenEpisode", "TurnSampler", "prompt_key", "render_prompt_ids", "run_token_episode",
            "run_token_episodes", "sample_concurrently", "sample_turns", "tool_suffix_ids", "turn_end_ids"]
@@ -95,8 +106,19 @@ class TokenEpisode:
     outcome: float = 0.0
     tool_match: float = 0.0
     reward: float = 0.0
+    """``reward_before_penalty − penalty``."""
     stop: str = ""
     recommended: str | None = None
+    reward_before_penalty: float = 0.0
+    """The blended outcome / tool-match reward."""
+    penalty: float = 0.0
+    """The stop penalty taken off: the run's ``stop_penalty`` when no turn called ``recommend_product``, else 0."""
+    called_recommend: bool = False
+    """Whether a turn called ``recommend_product`` (whatever the call's result)."""
+    callless_turns: int = 0
+    """Turns without a tool call that attempted none (a think, text or empty turn: a ``[]`` step)."""
+    think_then_stop_turns: int = 0
+    """Callless turns whose text states a recommendation decision."""
 
 
 class RolloutEnv:
@@ -236,7 +258,12 @@ class _Player:
         text = self.tokenizer.decode(sampled[:-1] if ended else sampled, skip_special_tokens=False)
         message = completion_to_message(text)
         calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
-        ep.steps.append(None if not calls and "<tool_call>" in text else calls)
+        callless = not calls and "<tool_call>" not in text
+        ep.steps.append(calls if calls or callless else None)
+        if callless:
+            ep.callless_turns += 1
+            ep.think_then_stop_turns += states_decision(turn_text({"reasoning_content": message.reasoning_content,
+                                                                   "content": message.content}))
         before = len(self.loop.native)
         self.loop.submit(message)
         if not ended:
@@ -256,14 +283,17 @@ class _Player:
         ep.observations.append(tool_messages)
         return None
 
-    def finish(self, w: float) -> TokenEpisode:
+    def finish(self, w: float, stop_penalty: float = 0.0, callless: Callless = "aligned") -> TokenEpisode:
         ep = self.ep
         episode = self.loop.finish()
         score = self.env.scorer.score_steps(self.problem, episode.steps)
         ep.recommended = episode.recommendation
         ep.outcome = 1.0 if score.success else 0.0
-        ep.tool_match = mean_step_match(ep.steps, self.row["reference_steps"])
-        ep.reward = blended_reward(ep.outcome, ep.tool_match, w)
+        ep.tool_match = mean_step_match(ep.steps, self.row["reference_steps"], callless)
+        ep.reward_before_penalty = blended_reward(ep.outcome, ep.tool_match, w)
+        ep.called_recommend = any(c["name"] == "recommend_product" for step in ep.steps if step for c in step)
+        ep.penalty = 0.0 if ep.called_recommend else stop_penalty
+        ep.reward = penalised_reward(ep.reward_before_penalty, ep.called_recommend, stop_penalty)
         return ep
 
 
@@ -285,16 +315,23 @@ class TurnSampler(Protocol):
 
 def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequence[dict[str, Any]], *,
                        max_completion_length: int, turn_max_tokens: int, temperature: float, top_p: float,
-                       w: float = 0.5, sampler: TurnSampler | None = None) -> list[TokenEpisode]:
+                       w: float = 0.5, sampler: TurnSampler | None = None, stop_penalty: float = 0.0,
+                       callless: Callless = "aligned") -> list[TokenEpisode]:
     """Play one episode per row with ``model`` (module docstring). Without ``sampler``: in lockstep, each turn of
     every unfinished episode sampled in one batched ``generate`` call. With one: every episode plays its own turn
     loop in its own thread, each turn sampled by ``sampler`` (the episode's index and turn number say which draw),
-    the environment's side of a turn (parsing, tool calls, rendering) one episode at a time."""
+    the environment's side of a turn (parsing, tool calls, rendering) one episode at a time. Both paths score the
+    same way: ``stop_penalty`` and ``callless`` as in the module docstring (the defaults score with the blend alone)."""
+    if callless not in CALLLESS:
+        raise ConfigError(f"callless={callless!r} is not one of {', '.join(CALLLESS)}",
+                          hint="skipped: a turn without a tool call scores 0 and takes no teacher step")
+    if not 0.0 <= stop_penalty <= 1.0:
+        raise ConfigError(f"stop_penalty {stop_penalty} is outside [0, 1]", hint="the recipe uses 0.5")
     eos_ids, pad = turn_end_ids(tokenizer, model)
     players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
     if sampler is not None:
         _play_threaded(players, sampler, model, eos_ids, max_completion_length, temperature, top_p)
-        return [p.finish(w) for p in players]
+        return [p.finish(w, stop_penalty, callless) for p in players]
     while True:
         asks = [(p, req) for p in players if not p.done and (req := p.request()) is not None]
         if not asks:
@@ -303,7 +340,7 @@ def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequen
                               temperature, top_p)
         for (player, _), sampled in zip(asks, turns, strict=True):
             player.consume(sampled)
-    return [p.finish(w) for p in players]
+    return [p.finish(w, stop_penalty, callless) for p in players]
 
 
 def _play_threaded(players: list[_Player], sampler: TurnSampler, model: Any, eos_ids: list[int],
