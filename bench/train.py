@@ -187,7 +187,7 @@ def _plain_grpo(model_dir: Path, rows: list[dict[str, Any]], catalog: Path, cfg:
 
     from shoparena.llm.compact import read_compact
     from shoparena.train.checkpoint import load_model, peft_config
-    from shoparena.train.grpo import make_rollout_func, outcome_reward, tool_match_reward, trl_config
+    from shoparena.train.grpo import REWARD_FUNCS, make_rollout_func, trl_config
     from shoparena.train.rollout import RolloutEnv
 
     transformers.set_seed(cfg.seed)
@@ -196,7 +196,7 @@ def _plain_grpo(model_dir: Path, rows: list[dict[str, Any]], catalog: Path, cfg:
     args = trl_config(cfg, out)
     args.disable_tqdm = True
     clock = _clock()
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=[outcome_reward, tool_match_reward], args=args,
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=list(REWARD_FUNCS), args=args,
                               train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in env.rows.values()]),
                               processing_class=tok, peft_config=peft_config(cfg),
                               rollout_func=make_rollout_func(env, tok, cfg), callbacks=[clock])

@@ -357,6 +357,10 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         index_path(catalog_dir)  # a catalog without its search index fails here, before any work
     # the train problems stages 2-3 sample: an unreadable one, or none at all, fails before any work
     problems = problems_of_rows(_rows(corpus, "grpo_train")) if {"rs", "teacher"} & set(chosen) else []
+    if "teacher" in chosen and recipe.teacher.bank_problems > 0:
+        from shoparena.train.teacher import find_banks
+
+        find_banks(recipe.teacher, corpus)  # no reachable bank fails here, not after stages 1-2 have trained
     if {"rs", "teacher"} & set(chosen) and not problems:
         raise DataError("no train problems to sample (the corpus's grpo_train.jsonl holds none)",
                         hint="build the corpus with --banks DIR or --problems FILE: the store's records hold no "
@@ -373,7 +377,10 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         versions=_versions(),
     )
     _write_manifest(out, manifest)
-    sft_rows, eval_rows = _rows(corpus, "sft_train"), _rows(corpus, "sft_eval")
+    # the held-out loss the SFT-family stages log comes from the validation partition when the corpus has one
+    # (carved from train's leak clusters, docs/corpus-design.md), so eval stays untouched until the final report
+    sft_rows = _rows(corpus, "sft_train")
+    eval_rows = _rows(corpus, "sft_validation") or _rows(corpus, "sft_eval")
     chain_intact = resume  # a stage is skipped only while every stage before it was too (same input)
     input_sha = manifest.base_sha256
     for name in chosen:
@@ -405,7 +412,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
                                           catalog_dir=catalog_dir, **kw)
                 elif name == "teacher":
                     result = mod.train_teacher(model, problems, eval_rows, recipe.teacher, sdir,
-                                               catalog_dir=catalog_dir, **kw)
+                                               catalog_dir=catalog_dir, corpus_dir=corpus, **kw)
                 elif name == "kto":
                     result = mod.train_kto(model, _rows(corpus, "kto_train"), recipe.kto, sdir, **kw)
                 else:

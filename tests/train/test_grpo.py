@@ -31,7 +31,7 @@ def test_config_is_dr_grpo(tmp_path: Path) -> None:
     assert (args.loss_type, args.scale_rewards, args.beta, args.learning_rate) == ("dr_grpo", "none", 0.2, 5e-7)
     assert args.disable_dropout is True and args.num_generations == cfg.num_generations
     assert (args.temperature, args.top_p, args.max_completion_length) == (1.0, 1.0, cfg.max_completion_length)
-    assert args.reward_weights == [0.5, 0.5] and cfg.w == 0.5 and cfg.max_turns <= 25
+    assert args.reward_weights == [0.5, 0.5, 1.0] and cfg.w == 0.5 and cfg.max_turns <= 25
     assert args.use_cpu is not torch.cuda.is_available() and args.bf16 is torch.cuda.is_available()
     assert args.output_dir == str(tmp_path / "checkpoints")
     for bad in ({"loss_type": "dapo"}, {"scale_rewards": "group"}, {"disable_dropout": False}, {"max_turns": 30},
