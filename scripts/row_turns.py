@@ -1,9 +1,11 @@
 """The assistant turns of training rows, against the serving cap per turn: the evidence for the think-then-stop turn.
 
-    python scripts/row_turns.py FILE.jsonl [FILE.jsonl ...] --tokenizer DIR [--turn-tokens 256] [--json]
+    python scripts/row_turns.py FILE.jsonl [FILE.jsonl ...] --tokenizer DIR [--turn-tokens 256] [--tools A,B,..] [--json]
 
 A file holds SFT rows (``messages``, ``tools``: the corpus's ``sft_*.jsonl``) or KTO rows (``prompt``,
-``completion``, ``label``, ``tools``: ``kto_*.jsonl``); which, is read from its first row. Per file it prints:
+``completion``, ``label``, ``tools``: ``kto_*.jsonl``); which, is read from its first row. ``--tools``: only the
+rows that offer exactly these tools, as a recipe's ``tools`` profile keeps them (the others counted ``off_profile``).
+Per file it prints:
 
 - rows, assistant turns (SFT: every assistant turn, all trained; KTO: the judged turn of each row, the one trained);
 - callless turns (no tool call, :func:`shoparena.env.turns.callless`), think-then-stop-shaped turns (callless and
@@ -141,12 +143,14 @@ def _conversation(path: Path, n: int, row: dict[str, Any], kind: str) -> list[di
     return msgs
 
 
-def analyse(path: Path, tokenizer: Any, cap: int) -> dict[str, Any]:
-    """The figures of one row file (module docstring)."""
+def analyse(path: Path, tokenizer: Any, cap: int, tools: Sequence[str] | None = None) -> dict[str, Any]:
+    """The figures of one row file (module docstring); ``tools``: only the rows offering exactly these tools."""
     from shoparena.train.format import FormatConfig, fit_turns, render_sample
+    from shoparena.train.sft import in_profile
 
-    rows = _read(path)
-    kind = _kind(path, rows)
+    every = _read(path)
+    kind = _kind(path, every)
+    rows, off_profile = in_profile(every, tools)
     config = FormatConfig(max_length=1 << 20, turn_tokens=cap)
     groups: dict[str, _Group] = {}
     for n, row in enumerate(rows, 1):
@@ -182,7 +186,8 @@ def analyse(path: Path, tokenizer: Any, cap: int) -> dict[str, Any]:
                 continue
             g.fitted.append(fitted[k])
             g.shortened += fitted[k] != raw[k]
-    out: dict[str, Any] = {"file": str(path), "kind": kind, "rows": len(rows), "turn_tokens": cap}
+    out: dict[str, Any] = {"file": str(path), "kind": kind, "rows": len(every), "off_profile": off_profile,
+                           "turn_tokens": cap}
     out["groups"] = {k: v.to_dict(cap, kind == "kto") for k, v in sorted(groups.items())}
     return out
 
@@ -203,16 +208,32 @@ def _line(name: str, d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tools(spec: str | None) -> tuple[str, ...] | None:
+    from shoparena.env.output import known_tools
+
+    if spec is None:
+        return None
+    names = tuple(n.strip() for n in spec.split(",") if n.strip())
+    unknown = sorted(set(names) - known_tools())
+    if not names or unknown:
+        raise ConfigError(f"--tools {spec!r}: " + (f"unknown tools {', '.join(unknown)}" if unknown else "no names"),
+                          hint=f"registered tools: {', '.join(sorted(known_tools()))}")
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path, help="SFT or KTO row files (JSONL)")
     parser.add_argument("--tokenizer", required=True, type=Path, help="a transformers checkpoint dir (its tokenizer)")
     parser.add_argument("--turn-tokens", type=int, default=256, help="the serving cap per turn (default 256)")
+    parser.add_argument("--tools", default=None,
+                        help="comma-separated tool names: only the rows offering exactly these (a recipe's profile)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of text")
     args = parser.parse_args(argv)
     try:
         if args.turn_tokens < 16:
             raise ConfigError(f"--turn-tokens {args.turn_tokens} is below 16", hint="the serving cap, e.g. 256")
+        tools = _tools(args.tools)
         if not (args.tokenizer / "tokenizer_config.json").is_file():
             raise ConfigError(f"no tokenizer at {args.tokenizer} (tokenizer_config.json missing)",
                               hint="pass a transformers checkpoint dir, e.g. /tmp/sa/smollm2-135m")
@@ -220,18 +241,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer, local_files_only=True)
-        results = [analyse(path, tokenizer, args.turn_tokens) for path in args.files]
+        results = [analyse(path, tokenizer, args.turn_tokens, tools) for path in args.files]
     except ShopArenaError as exc:
         print(f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({"turn_tokens": args.turn_tokens, "near": NEAR, "tokenizer": str(args.tokenizer),
-                          "files": results}, indent=1))
+                          "tools": list(tools) if tools else None, "files": results}, indent=1))
         return 0
     for r in results:
-        print(f"{r['file']} ({r['kind']}, {r['rows']} rows, cap {r['turn_tokens']} tokens)")
+        off = f", {r['off_profile']} off the tool profile" if r["off_profile"] else ""
+        print(f"{r['file']} ({r['kind']}, {r['rows']} rows{off}, cap {r['turn_tokens']} tokens)")
         for name, d in r["groups"].items():
             print("\n".join(_line(name, d)))
+        if not r["groups"]:
+            print("  no row offers exactly these tools")
     return 0
 
 

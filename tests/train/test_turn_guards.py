@@ -214,3 +214,16 @@ def test_row_turns_bad_input_is_one_error_line_and_exit_2(tiny_model: Path, tmp_
     assert rc == 2 and err[0].startswith("error: ") and err[1].startswith("hint: ") and len(err) == 2
     rc = _script().main([str(path), "--tokenizer", str(tmp_path)])  # no tokenizer there
     assert rc == 2 and "no tokenizer" in capsys.readouterr().err
+
+
+def test_row_turns_keeps_a_tool_profile(tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = {**_row(1, stop=True), "tools": json.dumps(get_toolset("upstream4").specs()[:3])}
+    (tmp_path / "sft.jsonl").write_text(json.dumps(_row(0)) + "\n" + json.dumps(other) + "\n")
+    four = "find_product,view_product_information,recommend_product,terminate"
+    rc = _script().main([str(tmp_path / "sft.jsonl"), "--tokenizer", str(tiny_model), "--tools", four, "--json"])
+    s = json.loads(capsys.readouterr().out)["files"][0]
+    assert rc == 0 and s["off_profile"] == 1 and s["groups"]["all"]["rows"] == 1
+    assert s["groups"]["all"]["callless"] == 0  # the callless row is the one off the profile
+    rc = _script().main([str(tmp_path / "sft.jsonl"), "--tokenizer", str(tiny_model), "--tools", "find_product,nope"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: --tools") and "unknown tools nope" in err
