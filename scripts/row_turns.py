@@ -1,6 +1,7 @@
 """The assistant turns of training rows, against the serving cap per turn: the evidence for the think-then-stop turn.
 
-    python scripts/row_turns.py FILE.jsonl [FILE.jsonl ...] --tokenizer DIR [--turn-tokens 256] [--tools A,B,..] [--json]
+    python scripts/row_turns.py FILE.jsonl [FILE.jsonl ...] --tokenizer DIR [--turn-tokens 256] [--tools A,B,…]
+        [--json]
 
 A file holds SFT rows (``messages``, ``tools``: the corpus's ``sft_*.jsonl``) or KTO rows (``prompt``,
 ``completion``, ``label``, ``tools``: ``kto_*.jsonl``); which, is read from its first row. ``--tools``: only the
@@ -16,9 +17,9 @@ Per file it prints:
   as training renders them, :func:`shoparena.train.format.render_sample`): p50 / p90 / max, how many are over the
   cap and how many sit within 16 tokens under it;
 - what fitting to the cap does (:func:`shoparena.train.format.fit_turns`, ``turn_tokens``): turns shortened, turns
-  left out of the loss (for KTO: rows dropped), and the same lengths after fitting — a fitted turn is shortened to
-  just under the cap, so a model trained on it learns turns that, sampled at a temperature, can run past the cap
-  and be cut before their call;
+  left out of the loss (for KTO: rows dropped), and the same lengths after fitting, the turns within 16 tokens under
+  the cap counted by the tool they call — a fitted turn is shortened to just under the cap, so a model trained on
+  it learns turns that, sampled at a temperature, can run past the cap and be cut before their call;
 - KTO: the same split by label, and the judged turns that call ``recommend_product``, with those among them that
   state the decision in their reasoning first (for undesirable rows: a failed trace's final recommend turn, the
   shape ``undesirable_exclude: [recommend_product]`` leaves out).
@@ -82,6 +83,7 @@ class _Group:
         self.unrenderable = self.shortened = self.untrained = 0
         self.raw: list[int] = []
         self.fitted: list[int] = []
+        self.near_by_tool: dict[str, int] = {}
         self.recommend = self.recommend_decision = 0
 
     def to_dict(self, cap: int, kto: bool) -> dict[str, Any]:
@@ -89,7 +91,8 @@ class _Group:
             "rows": self.rows, "turns": self.turns, "callless": self.callless, "think_then_stop": self.think_then_stop,
             "rows_guard_drops": self.guard_rows, "unrenderable_rows": self.unrenderable,
             "tokens": _lengths(self.raw, cap), "fit": {"shortened": self.shortened, "out_of_loss": self.untrained,
-                                                       "tokens": _lengths(self.fitted, cap)}}
+                                                       "tokens": _lengths(self.fitted, cap),
+                                                       "near_cap_by_tool": dict(sorted(self.near_by_tool.items()))}}
         if kto:
             out["recommend_turns"] = self.recommend
             out["recommend_after_stated_decision"] = self.recommend_decision
@@ -185,6 +188,9 @@ def analyse(path: Path, tokenizer: Any, cap: int, tools: Sequence[str] | None = 
                 g.untrained += 1
                 continue
             g.fitted.append(fitted[k])
+            if cap - NEAR <= fitted[k] <= cap:
+                tool = (call_names(assistant[k]) or ["(no call)"])[0]
+                g.near_by_tool[tool] = g.near_by_tool.get(tool, 0) + 1
             g.shortened += fitted[k] != raw[k]
     out: dict[str, Any] = {"file": str(path), "kind": kind, "rows": len(every), "off_profile": off_profile,
                            "turn_tokens": cap}
@@ -201,7 +207,8 @@ def _line(name: str, d: dict[str, Any]) -> list[str]:
              f"within {NEAR} under it {t['near_cap']}",
              f"    fitted: shortened {f['shortened']}, out of the loss {f['out_of_loss']}; tokens p50 "
              f"{f['tokens']['p50']} / p90 {f['tokens']['p90']} / max {f['tokens']['max']}, within {NEAR} under the "
-             f"cap {f['tokens']['near_cap']}"]
+             f"cap {f['tokens']['near_cap']} (by the tool they call: "
+             + (", ".join(f"{k} {v}" for k, v in f["near_cap_by_tool"].items()) or "none") + ")"]
     if "recommend_after_stated_decision" in d:
         lines.append(f"    recommend_product turns {d['recommend_turns']}, stating the decision in their reasoning "
                      f"first {d['recommend_after_stated_decision']}")

@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["DECISION", "TERMINATE", "call_names", "callless", "content_calls", "has_call", "open_callless_turns", "states_decision",
-           "think_then_stop", "turn_text"]
+__all__ = ["DECISION", "TERMINATE", "call_names", "callless", "content_calls", "has_call", "open_callless_turns",
+           "states_decision", "think_then_stop", "turn_text"]
 
 DECISION = re.compile(
     r"\brecommending\b"

@@ -75,11 +75,12 @@ class SFTConfig(StageConfig):
     (:attr:`shoparena.train.format.FormatConfig.turn_tokens`)."""
 
     callless_turns: Literal["drop", "keep"] = "drop"
-    """A row whose trained assistant turn makes no tool call while the episode is open (it ends a thought without its
-    call: the think-then-stop turn evaluation counts, docs/results.md §3) is ``drop`` ped before training, or
-    ``keep`` t as it is; counted either way in the stage's ``train_counts`` / ``eval_counts``
-    (:attr:`shoparena.train.format.FormatConfig.callless_turns`). A closing turn after a ``terminate`` call is not
-    one: the episode is over there."""
+    """Rows with a trained assistant turn that makes no tool call while the episode is open (it ends a thought without
+    its call: the think-then-stop turn evaluation counts, docs/results.md §3). ``drop``: left out before training
+    (held-out rows too); ``keep``: trained as they are. Counted either way in the stage's ``callless_turns``,
+    ``train_counts`` and ``eval_counts`` metrics, and logged
+    (:attr:`shoparena.train.format.FormatConfig.callless_turns`).
+    A closing turn after a ``terminate`` call is not one: the episode is over there, no call is due."""
 
     def format(self) -> FormatConfig:
         return FormatConfig(max_length=self.max_length, truncation=self.truncation, compact=self.compact,
