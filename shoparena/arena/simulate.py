@@ -230,8 +230,8 @@ class SimulationFailed(ShopArenaError):
 def _hint(kind: str, infra: bool) -> str:
     if infra and kind in _IMPORTS:
         return ("agents import shoparena inside the sandbox from the Python environment the validator runs in (the "
-                "sandbox binds it read-only; PYTHONPATH is not passed in): install the package in that environment "
-                "(pip install -e . in the repository) and run again")
+                "sandbox binds it read-only; a copy found through PYTHONPATH or the working directory is not seen "
+                "there): install the package in that environment (pip install -e . in the repository) and run again")
     if infra:
         return ("the sandbox could not run the agents here: check that bubblewrap works (bwrap --ro-bind / / true) "
                 "or pass --sandbox process (not isolated), and run again")
