@@ -16,8 +16,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from shoparena.corpus.problems import partition_problems
 from shoparena.errors import DataError, ShopArenaError
-from shoparena.evaluate.core import partition_problems
 from shoparena.train.harness import collect_successes, upsample
 
 

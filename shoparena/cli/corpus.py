@@ -95,7 +95,7 @@ def _check_validation(validation: float | None, split: Path | None) -> None:
     """``--validation`` lies in [0, 0.5) and carves a new split: a reused ``--split`` brings its own partitions."""
     import math
 
-    from shoparena.corpus.split import MAX_VALIDATION_FRACTION
+    from shoparena.corpus import MAX_VALIDATION_FRACTION
     from shoparena.errors import ConfigError
 
     if validation is None:

@@ -21,7 +21,15 @@ if TYPE_CHECKING:
         write_sft,
     )
     from shoparena.corpus.filter import FilterConfig
-    from shoparena.corpus.split import SplitConfig, SplitManifest, assign_rows, split_problems, verify_split
+    from shoparena.corpus.problems import partition_problems
+    from shoparena.corpus.split import (
+        MAX_VALIDATION_FRACTION,
+        SplitConfig,
+        SplitManifest,
+        assign_rows,
+        split_problems,
+        verify_split,
+    )
     from shoparena.corpus.types import Trajectory
 
 #: Public name → ``module`` (same name) or ``module:attr`` under this package; imported on first use.
@@ -32,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "CorpusReport": "build",
     "FilterConfig": "filter",
     "jsonable": "export",
+    "MAX_VALIDATION_FRACTION": "split",
+    "partition_problems": "problems",
     "read_manifest": "export",
     "split_problems": "split",
     "SplitConfig": "split",
@@ -44,8 +54,9 @@ _EXPORTS: dict[str, str] = {
     "write_sft": "export",
 }
 __all__ = [
-    "CorpusConfig", "CorpusReport", "FilterConfig", "SplitConfig", "SplitManifest", "Trajectory",
-    "assign_rows", "build_corpus", "jsonable", "read_manifest", "split_problems", "verify_split",
+    "MAX_VALIDATION_FRACTION", "CorpusConfig", "CorpusReport", "FilterConfig", "SplitConfig", "SplitManifest",
+    "Trajectory", "assign_rows", "build_corpus", "jsonable", "partition_problems", "read_manifest", "split_problems",
+    "verify_split",
     "write_grpo", "write_kto", "write_manifest", "write_sft"
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -252,11 +252,11 @@ def prove_fresh(chosen: Sequence[Problem], held_out: Mapping[str, Problem], spli
 def held_out_problems(corpus_dir: str | os.PathLike[str], *, banks: str | os.PathLike[str] | None = None
                       ) -> tuple[SplitManifest, dict[str, Problem]]:
     """The corpus's split and the problems of its held-out partitions (every partition but ``train``), read as the
-    evaluation reads them (:func:`shoparena.evaluate.core.partition_problems`: the corpus verified against its
+    evaluation reads them (:func:`shoparena.corpus.problems.partition_problems`: the corpus verified against its
     manifest, the problems against the partition's frozen ids and GT-product hash) from the corpus's own problem
     source or, when it records none that exists, from ``banks``."""
+    from shoparena.corpus.problems import partition_problems
     from shoparena.corpus.split import SplitManifest
-    from shoparena.evaluate.core import partition_problems
 
     root = Path(corpus_dir)
     if not (root / "split.json").is_file():

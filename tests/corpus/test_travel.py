@@ -11,7 +11,7 @@ import pytest
 
 from shoparena.artefact import resolve_input
 from shoparena.corpus.build import build_corpus
-from shoparena.evaluate.core import partition_problems
+from shoparena.corpus.problems import partition_problems
 from tests.corpus.conftest import CorpusWorld
 
 
