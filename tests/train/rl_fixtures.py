@@ -102,3 +102,14 @@ def overfit_model(tiny_model: Path, rl_world: RLWorld, tmp_path_factory: pytest.
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def mask_spans(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
+    """A rollout's token ids cut into runs of equal mask bit: ``(1, sampled turn)`` / ``(0, tool results)``."""
+    spans: list[tuple[int, list[int]]] = []
+    for tok, bit in zip(ids, mask, strict=True):
+        if spans and spans[-1][0] == bit:
+            spans[-1][1].append(tok)
+        else:
+            spans.append((bit, [tok]))
+    return spans

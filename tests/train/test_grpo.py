@@ -15,6 +15,7 @@ from shoparena.errors import DataError, NotFoundError
 from shoparena.train.grpo import GRPOConfig, headroom_problems, train_grpo, trl_config
 from shoparena.train.reward import blended_reward, mean_step_match
 from shoparena.train.rollout import RolloutEnv, run_token_episode, run_token_episodes, tool_suffix_ids
+from tests.train.rl_fixtures import mask_spans
 
 if TYPE_CHECKING:
     from tests.train.rl_fixtures import RLWorld
@@ -67,7 +68,7 @@ def test_env_mask_masks_exactly_the_tool_results(overfit_model: Path, rl_world: 
     assert any(greedy[0].observations), "the greedy episode did not reach a tool result"
     for ep in episodes:
         assert len(ep.env_mask) == len(ep.completion_ids)
-        spans = _spans(ep.completion_ids, ep.env_mask)
+        spans = mask_spans(ep.completion_ids, ep.env_mask)
         model_spans = [ids for bit, ids in spans if bit == 1]
         tool_spans = [ids for bit, ids in spans if bit == 0]
         assert len(model_spans) == len(ep.steps)  # one sampled span per assistant turn
@@ -85,7 +86,7 @@ def test_env_mask_masks_exactly_the_tool_results(overfit_model: Path, rl_world: 
             assert "<tool_response>" not in tok.decode(ids)
     # each tool span is exactly the template's rendering of the environment's observation of that turn
     for ep in with_tools:
-        tool_spans = [ids for bit, ids in _spans(ep.completion_ids, ep.env_mask) if bit == 0]
+        tool_spans = [ids for bit, ids in mask_spans(ep.completion_ids, ep.env_mask) if bit == 0]
         assert tool_spans == [tool_suffix_ids(tok, obs) for obs in ep.observations]
         first = next(obs for obs in ep.observations if obs)[0]
         assert first["role"] == "tool" and isinstance(json.loads(first["content"]), (list, dict, str))
@@ -112,7 +113,7 @@ def test_episodes_see_the_served_rendering_system_turn_and_compacted_results(ove
     ep = run_token_episode(model, tok, served, rows[0], **greedy)
     observed = [m for obs in ep.observations for m in obs]
     assert observed and all(len(m["content"]) <= 120 for m in observed)
-    tool_spans = [ids for bit, ids in _spans(ep.completion_ids, ep.env_mask) if bit == 0]
+    tool_spans = [ids for bit, ids in mask_spans(ep.completion_ids, ep.env_mask) if bit == 0]
     assert tool_spans == [tool_suffix_ids(tok, obs) for obs in ep.observations]
     plain = run_token_episode(model, tok, RolloutEnv(rows, rl_world.catalog, max_turns=4), rows[0], **greedy)
     assert max(len(m["content"]) for obs in plain.observations for m in obs) > 120  # whole results by default
@@ -234,12 +235,3 @@ def _sha(path: Path) -> str:
 
     return checkpoint_sha256(path)
 
-
-def _spans(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
-    spans: list[tuple[int, list[int]]] = []
-    for tok, bit in zip(ids, mask, strict=True):
-        if spans and spans[-1][0] == bit:
-            spans[-1][1].append(tok)
-        else:
-            spans.append((bit, [tok]))
-    return spans

@@ -29,6 +29,7 @@ from shoparena.train.grpo import (
 from shoparena.train.recipe import parse_recipe
 from shoparena.train.reward import NEUTRAL, blended_reward, mean_step_match, penalised_reward, tool_match
 from shoparena.train.rollout import RolloutEnv, TokenEpisode, run_token_episodes
+from tests.train.rl_fixtures import mask_spans
 
 if TYPE_CHECKING:
     from tests.train.rl_fixtures import RLWorld
@@ -271,7 +272,7 @@ def test_both_samplers_count_and_score_alike(overfit_model: Path, rl_world: RLWo
     torch.manual_seed(5)
     hf = run_token_episodes(model, tok, env, [rows[0]] * 5, temperature=1.0, **settings, **guard)
     hf += run_token_episodes(model, tok, env, [rows[0]], temperature=0.0, **settings, **guard)
-    turns = [[ids for bit, ids in _spans(e.completion_ids, e.env_mask) if bit == 1] for e in hf]
+    turns = [[ids for bit, ids in mask_spans(e.completion_ids, e.env_mask) if bit == 1] for e in hf]
     replayed = run_token_episodes(model, tok, env, [rows[0]] * len(hf), temperature=1.0, sampler=Scripted(turns),
                                   **settings, **guard)
     fields = ("prompt_ids", "completion_ids", "env_mask", "steps", "outcome", "tool_match", "reward", "stop",
@@ -315,21 +316,12 @@ def test_llamacpp_episodes_are_guarded_like_any_other(rl_world: RLWorld, tmp_pat
         assert ep.reward == ep.reward_before_penalty - ep.penalty
         assert ep.callless_turns == sum(step == [] for step in ep.steps) >= ep.think_then_stop_turns
     assert sum(ep.penalty for ep in played) > 0  # noise never recommends: the penalty is exercised
-    turns = [[ids for bit, ids in _spans(e.completion_ids, e.env_mask) if bit == 1] for e in played]
+    turns = [[ids for bit, ids in mask_spans(e.completion_ids, e.env_mask) if bit == 1] for e in played]
     replayed = run_token_episodes(model, tok, env, rows[:2] * 2, sampler=Scripted(turns), **settings, **guard)
     fields = ("completion_ids", "steps", "stop", "reward", "reward_before_penalty", "penalty", "called_recommend",
               "callless_turns", "think_then_stop_turns")
     assert [[getattr(e, f) for f in fields] for e in replayed] == [[getattr(e, f) for f in fields] for e in played]
 
-
-def _spans(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
-    spans: list[tuple[int, list[int]]] = []
-    for tok, bit in zip(ids, mask, strict=True):
-        if spans and spans[-1][0] == bit:
-            spans[-1][1].append(tok)
-        else:
-            spans.append((bit, [tok]))
-    return spans
 
 
 # -- the stage records the guard per step ---------------------------------------------------------------------------
