@@ -34,14 +34,13 @@ import logging
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 from shoparena.env.protocol_native import parse_qwen3
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
 from shoparena.errors import ConfigError, NotFoundError
 from shoparena.llm.abandon import ABANDON, abandoned, check_abandoned
 from shoparena.llm.compact import compact_messages, read_compact
-from shoparena.llm.types import ChatBackend, Sampling
+from shoparena.llm.types import ChatBackend, Sampling, parse_path_uri
 
 __all__ = [
     "DEFAULT_MAX_NEW_TOKENS", "MODES", "HFBackend", "clip_completion", "completion_to_message", "parse_hf_uri",
@@ -340,23 +339,10 @@ def clip_completion(text: str, stop: list[str] | None) -> str:
 def parse_hf_uri(rest: str) -> tuple[Path, dict[str, Any]]:
     """``PATH[?mode=batched&device=cuda&dtype=bfloat16&max_new_tokens=256]`` → (path, options); an unknown or
     malformed option, or an unknown mode, is a ConfigError naming the accepted ones."""
-    path, _, query = rest.partition("?")
-    options: dict[str, Any] = {}
-    for key, values in parse_qs(query, keep_blank_values=True).items():
-        if key not in _OPTIONS:
-            raise ConfigError(f"hf: unknown option {key!r}", hint=f"options: {', '.join(_OPTIONS)}")
-        try:
-            value = _OPTIONS[key](values[-1])
-        except ValueError:
-            raise ConfigError(f"hf: option {key}={values[-1]!r} is not a valid {_OPTIONS[key].__name__}") from None
-        if key == "mode" and value not in MODES:
-            raise ConfigError(f"hf: unknown mode {value!r}", hint=f"modes: {', '.join(MODES)}")
-        if isinstance(value, int) and value < 1:
-            raise ConfigError(f"hf: option {key} must be ≥ 1")
-        if isinstance(value, str) and not value:
-            raise ConfigError(f"hf: option {key} is empty", hint=f"options: {', '.join(_OPTIONS)}")
-        options[key] = value
-    return Path(path).expanduser(), options
+    path, options = parse_path_uri("hf", rest, _OPTIONS)
+    if options.get("mode", MODES[0]) not in MODES:
+        raise ConfigError(f"hf: unknown mode {options['mode']!r}", hint=f"modes: {', '.join(MODES)}")
+    return path, options
 
 
 def from_uri(rest: str) -> ChatBackend:

@@ -39,7 +39,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 from shoparena.errors import BackendError, ConfigError, NotFoundError
 from shoparena.llm.abandon import ABANDON, abandoned, check_abandoned
@@ -51,7 +50,7 @@ from shoparena.llm.hf_backend import (
     render_prompt,
 )
 from shoparena.llm.llamacpp_batch import BatchEngine, EngineError, GenerationRequest
-from shoparena.llm.types import ChatBackend, Sampling
+from shoparena.llm.types import ChatBackend, Sampling, parse_path_uri
 
 __all__ = ["CallTiming", "LlamaCppBackend", "from_uri", "parse_llamacpp_uri", "resolve_mode"]
 
@@ -78,22 +77,10 @@ def _import_llama() -> Any:
 
 def parse_llamacpp_uri(rest: str) -> tuple[Path, dict[str, Any]]:
     """``PATH[?key=value&…]`` → (path, options); unknown or malformed options are a ConfigError."""
-    path, _, query = rest.partition("?")
-    options: dict[str, Any] = {}
-    for key, values in parse_qs(query, keep_blank_values=True, strict_parsing=False).items():
-        if key not in _OPTIONS:
-            raise ConfigError(f"llamacpp: unknown option {key!r}", hint=f"options: {', '.join(_OPTIONS)}")
-        try:
-            value = _OPTIONS[key](values[-1])
-        except ValueError:
-            raise ConfigError(f"llamacpp: option {key}={values[-1]!r} is not a valid {_OPTIONS[key].__name__}") \
-                from None
-        if isinstance(value, int) and value < 1:
-            raise ConfigError(f"llamacpp: option {key} must be ≥ 1")
-        options[key] = value
+    path, options = parse_path_uri("llamacpp", rest, _OPTIONS)
     resolve_mode(options.get("mode"), slots=options.get("slots"), parallel=options.get("parallel"),
                  engines=options.get("engines"))
-    return Path(path).expanduser(), options
+    return path, options
 
 
 def resolve_mode(mode: str | None, *, slots: int | None = None, parallel: int | None = None,

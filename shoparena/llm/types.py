@@ -16,7 +16,8 @@ synchronous code. :class:`BackendPolicy` adapts a backend to the episode runner'
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -80,6 +81,32 @@ def backend(scheme: str) -> Callable[[Callable[[str], ChatBackend]], Callable[[s
 
 def backend_schemes() -> list[str]:
     return BACKENDS.names()
+
+
+def parse_path_uri(scheme: str, rest: str, options: Mapping[str, Callable[[str], Any]]) -> tuple[Path, dict[str, Any]]:
+    """A local-model URI's ``PATH[?key=value&…]`` → (path, typed options), for the schemes that load a model from
+    a directory (``hf:``, ``llamacpp:``). Each key must be one of ``options`` (its value converted by the given
+    type; the last of a repeated key wins); an unknown key, an unconvertible or empty value, or an integer below 1
+    is a :class:`~shoparena.errors.ConfigError` naming the scheme, the key and the accepted keys."""
+    from urllib.parse import parse_qs
+
+    path, _, query = rest.partition("?")
+    out: dict[str, Any] = {}
+    for key, values in parse_qs(query, keep_blank_values=True).items():
+        if key not in options:
+            raise ConfigError(f"{scheme}: unknown option {key!r}", hint=f"options: {', '.join(options)}")
+        kind = options[key]
+        try:
+            value = kind(values[-1])
+        except ValueError:
+            raise ConfigError(f"{scheme}: option {key}={values[-1]!r} is not a valid "
+                              f"{getattr(kind, '__name__', 'value')}") from None
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ConfigError(f"{scheme}: option {key} must be ≥ 1")
+        if isinstance(value, str) and not value:
+            raise ConfigError(f"{scheme}: option {key} is empty", hint=f"options: {', '.join(options)}")
+        out[key] = value
+    return Path(path).expanduser(), out
 
 
 def get_backend(uri: str) -> ChatBackend:
