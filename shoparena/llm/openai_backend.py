@@ -145,12 +145,21 @@ def _replica(value: str, model: str, whole: str) -> str:
     return base
 
 
-def _env_float(name: str, default: float) -> float:
+def env_number(name: str, default: float, *, positive: bool = True) -> float:
+    """The number the environment variable ``name`` holds (``default`` when unset or empty): finite, and above 0
+    (``positive``, for seconds) or at least 0 (a count such as retries); anything else is a ConfigError naming
+    the variable."""
     value = os.environ.get(name)
+    if not value:
+        return default
     try:
-        return float(value) if value else default
-    except ValueError as exc:
-        raise ConfigError(f"{name}={value!r} is not a number") from exc
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (number > 0 if positive else number >= 0) or number == float("inf"):
+        what = "a positive number of seconds" if positive else "a number ≥ 0"
+        raise ConfigError(f"{name}={value!r} is not {what}", hint=f"e.g. {name}={default:g}")
+    return number
 
 
 class OpenAIBackend:
@@ -168,12 +177,12 @@ class OpenAIBackend:
         self.name = model
         self.api_key = (api_key or os.environ.get("SHOPARENA_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
                         or "EMPTY")
-        self.timeout = timeout if timeout is not None else _env_float("SHOPARENA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S)
+        self.timeout = timeout if timeout is not None else env_number("SHOPARENA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S)
         self.max_retries = (max_retries if max_retries is not None
-                            else int(_env_float("SHOPARENA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES)))
+                            else int(env_number("SHOPARENA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, positive=False)))
         self.connect_timeout = connect_timeout
         """Seconds to establish a connection (None: ``timeout``); a caller that must fail fast sets a few."""
-        self.total_timeout = (total_timeout if total_timeout is not None else _env_float(
+        self.total_timeout = (total_timeout if total_timeout is not None else env_number(
             "SHOPARENA_OPENAI_TOTAL_TIMEOUT",
             self.timeout * (self.max_retries + 1) + RETRY_ALLOWANCE_S * self.max_retries + SLACK_S))
         """Seconds one call may take in all: connection, reading and retries together."""

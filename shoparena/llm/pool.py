@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +36,7 @@ from typing import Any
 
 from shoparena.env.types import AssistantMessage
 from shoparena.errors import ConfigError
-from shoparena.llm.openai_backend import OpenAIBackend
+from shoparena.llm.openai_backend import OpenAIBackend, env_number
 from shoparena.llm.types import Sampling
 from shoparena.llm.wire import BackendError
 
@@ -106,8 +105,7 @@ class PooledOpenAIBackend:
         if len(set(urls)) != len(urls):
             raise ConfigError(f"a replica is named twice in {urls}", hint="name each server once")
         self.name = model
-        self.cooloff = cooloff if cooloff is not None else _env_seconds("SHOPARENA_OPENAI_COOLOFF",
-                                                                        DEFAULT_COOLOFF_S)
+        self.cooloff = cooloff if cooloff is not None else env_number("SHOPARENA_OPENAI_COOLOFF", DEFAULT_COOLOFF_S)
         self.probe_timeout = probe_timeout
         self.replicas = [Replica(OpenAIBackend(u, model, **backend_options)) for u in urls]
         self._clock = clock
@@ -268,14 +266,3 @@ class PooledOpenAIBackend:
         return f"PooledOpenAIBackend({[r.base_url for r in self.replicas]!r}, {self.name!r})"
 
 
-def _env_seconds(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds < float("inf"):
-        raise ConfigError(f"{name}={value!r} is not a positive number of seconds", hint=f"e.g. {name}=30")
-    return seconds

@@ -228,3 +228,18 @@ def test_a_hung_server_costs_a_call_its_total_bound(mode: Mode) -> None:
         run(asyncio.wait_for(once(OpenAIBackend(base, "m", timeout=1.0, max_retries=1, total_timeout=4.0), USER),
                              60))
     assert info.value.status is None and info.value.hint
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "soon"])
+def test_a_timeout_from_the_environment_must_be_positive_seconds(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("SHOPARENA_OPENAI_TIMEOUT", value)
+    with pytest.raises(ConfigError, match="SHOPARENA_OPENAI_TIMEOUT"):
+        OpenAIBackend("http://127.0.0.1:9/v1", "m")
+
+
+def test_zero_retries_from_the_environment_is_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOPARENA_OPENAI_MAX_RETRIES", "0")
+    assert OpenAIBackend("http://127.0.0.1:9/v1", "m").max_retries == 0
+    monkeypatch.setenv("SHOPARENA_OPENAI_MAX_RETRIES", "-2")
+    with pytest.raises(ConfigError, match="SHOPARENA_OPENAI_MAX_RETRIES"):
+        OpenAIBackend("http://127.0.0.1:9/v1", "m")
