@@ -144,6 +144,34 @@ def bpe_vocab(tokenizer_json: Path) -> tuple[list[str], list[str], list[str], st
     return tokens, merges, special, pre
 
 
+def read_tokenizer_config(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """A checkpoint's ``tokenizer_config.json`` (``{}`` when it has none)."""
+    path = Path(model_dir) / "tokenizer_config.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def special_token_ids(config: Any, tokenizer_config: Mapping[str, Any], ids: Mapping[str, int],
+                      rows: int | None = None) -> dict[str, int]:
+    """``bos`` / ``eos`` / ``pad`` / ``unk`` ids a GGUF records: the token ``tokenizer_config.json`` names when it is
+    in the vocabulary, else the id ``config.json`` gives (inside the embedding's ``rows`` when given), else eos for
+    pad and 0 otherwise. One rule for every GGUF written from a checkpoint, whole or mid-training."""
+
+    def valid(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0 and (rows is None or value < rows)
+
+    def pick(key: str, fallback_id: Any, default: int) -> int:
+        value = tokenizer_config.get(key)
+        value = value.get("content") if isinstance(value, dict) else value
+        if isinstance(value, str) and value in ids and valid(ids[value]):
+            return ids[value]
+        return int(fallback_id) if valid(fallback_id) else default
+
+    eos_id = config.eos_token_id[0] if isinstance(config.eos_token_id, list) else config.eos_token_id
+    eos = pick("eos_token", eos_id, 0)
+    return {"bos": pick("bos_token", config.bos_token_id, 0), "eos": eos,
+            "pad": pick("pad_token", getattr(config, "pad_token_id", None), eos), "unk": pick("unk_token", None, 0)}
+
+
 def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: str | os.PathLike[str] | None = None,
                 force: bool = False) -> Path:
     """``model_dir`` (a transformers ``LlamaForCausalLM`` checkpoint) as a GGUF, written once: an existing file made
@@ -173,23 +201,10 @@ def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: s
     if not state:
         raise DataError(f"{src}: no safetensors weights")
     tokens, merges, special, pre = bpe_vocab(src / "tokenizer.json")
-    tok_cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8")) \
-        if (src / "tokenizer_config.json").is_file() else {}
-    ids = {t: i for i, t in enumerate(tokens)}
-
-    def token_id(key: str, fallback: int | None) -> int:
-        value = tok_cfg.get(key)
-        value = value.get("content") if isinstance(value, dict) else value
-        if isinstance(value, str) and value in ids:
-            return ids[value]
-        return int(fallback if fallback is not None else 0)
-
-    eos = config.eos_token_id[0] if isinstance(config.eos_token_id, list) else config.eos_token_id
+    special_ids = special_token_ids(config, read_tokenizer_config(src), {t: i for i, t in enumerate(tokens)})
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
-        write_llama_gguf(tmp, config, state, tokens=tokens, merges=merges, special=special,
-                         bos=token_id("bos_token", config.bos_token_id), eos=token_id("eos_token", eos),
-                         pad=token_id("pad_token", config.pad_token_id), unk=token_id("unk_token", 0),
+        write_llama_gguf(tmp, config, state, tokens=tokens, merges=merges, special=special, **special_ids,
                          pre=pre, dtype=dtype, name=src.name, extra={_STAMP: digest})
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())

@@ -180,7 +180,7 @@ class LlamaCppSampler:
         """Write ``model``'s current merged weights to ``work_dir/policy.<dtype>.gguf`` (replacing the last one)."""
         import os
 
-        from shoparena.llm.gguf_export import write_llama_gguf
+        from shoparena.llm.gguf_export import read_tokenizer_config, special_token_ids, write_llama_gguf
 
         config = _config_of(model)
         if getattr(config, "model_type", None) != "llama":
@@ -190,19 +190,15 @@ class LlamaCppSampler:
         rows = int(state["model.embed_tokens.weight"].shape[0])
         tokens = self.tokens + [f"[PAD{i}]" for i in range(len(self.tokens), rows)]
         ids = {t: i for i, t in enumerate(tokens)}
-        eos = config.eos_token_id[0] if isinstance(config.eos_token_id, list) else config.eos_token_id
         special = [t for t in self.special if t in ids]
-
-        def token_id(value: Any, fallback: int) -> int:
-            return int(value) if isinstance(value, int) and 0 <= value < rows else fallback
+        special_ids = special_token_ids(config, read_tokenizer_config(self.model_dir), ids, rows)
 
         self.work_dir.mkdir(parents=True, exist_ok=True)
         dest = self.work_dir / f"policy.{self.dtype.lower()}.gguf"
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
         try:
             write_llama_gguf(tmp, config, state, tokens=tokens[:rows], merges=self.merges, special=special,
-                             bos=token_id(config.bos_token_id, 0), eos=token_id(eos, 0),
-                             pad=token_id(config.pad_token_id, token_id(eos, 0)), unk=0, pre=self.pre,
+                             **special_ids, pre=self.pre,
                              dtype=self.dtype, name="grpo-policy")
             with open(tmp, "rb") as fh:
                 self.policy_sha256 = hashlib.file_digest(fh, "sha256").hexdigest()

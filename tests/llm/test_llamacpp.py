@@ -167,3 +167,19 @@ def test_an_abandoned_request_stops_generating_and_frees_its_slot(prepared: Path
         assert lc.generate(messages, None, greedy) == control  # one slot: it was released both times
     finally:
         lc.close()
+
+
+def test_special_token_ids_follow_the_tokenizer_config_then_the_model_config() -> None:
+    from types import SimpleNamespace
+
+    from shoparena.llm.gguf_export import special_token_ids
+
+    ids = {"<|endoftext|>": 0, "<|im_start|>": 1, "<|im_end|>": 2, "a": 3}
+    config = SimpleNamespace(bos_token_id=1, eos_token_id=[2, 0], pad_token_id=None)
+    # names in tokenizer_config.json win; the model config fills the rest; pad falls back to eos
+    got = special_token_ids(config, {"eos_token": {"content": "<|im_end|>"}, "bos_token": "<|endoftext|>"}, ids)
+    assert got == {"bos": 0, "eos": 2, "pad": 2, "unk": 0}
+    assert special_token_ids(config, {}, ids) == {"bos": 1, "eos": 2, "pad": 2, "unk": 0}
+    # an id outside the embedding (a mid-training policy's rows) or a name not in the vocabulary is not used
+    assert special_token_ids(SimpleNamespace(bos_token_id=9, eos_token_id=2, pad_token_id=9), {"pad_token": "zz"},
+                             ids, rows=4) == {"bos": 0, "eos": 2, "pad": 2, "unk": 0}
