@@ -4,11 +4,13 @@ Namespaces: network (only the sandbox's own loopback), pid (the validator's /pro
 cgroup. Filesystem: an empty root, read-only binds of only what Python needs at their host paths
 (:mod:`~shoparena.validator.sandbox.paths`), a fresh /proc and /dev, size-capped tmpfs at /tmp and /dev/shm, the agent
 file and the sanitised problem read-only under /sandbox, the gateway socket at /run/gateway.sock; everything
-else read-only. Environment: cleared, then PATH, HOME=/tmp, PYTHONDONTWRITEBYTECODE, OMP_NUM_THREADS and the SDK
-variables. The whole argument list travels through a memfd (``--args``), so neither run tokens nor paths show
-in the host's process table. In batch mode the sandbox runs the executor (:mod:`.executor`) instead of one problem:
-no problem file, the batch arrives through an inherited memfd, each problem runs in its own forked process (see
-:mod:`.batch`), and the sandbox's uid is one per concurrent batch.
+else read-only. The agent imports the validator's own ``shoparena``: the entry puts the directory holding the
+bound package (:data:`~shoparena.validator.sandbox.paths.PACKAGE_PARENT`) first on ``sys.path``, whatever the
+environment's install points at. Environment: cleared, then PATH, HOME=/tmp, PYTHONDONTWRITEBYTECODE,
+OMP_NUM_THREADS and the SDK variables. The whole argument list travels through a memfd (``--args``), so neither
+run tokens nor paths show in the host's process table. In batch mode the sandbox runs the executor
+(:mod:`.executor`) instead of one problem: no problem file, the batch arrives through an inherited memfd, each
+problem runs in its own forked process (see :mod:`.batch`), and the sandbox's uid is one per concurrent batch.
 
 Identity. A validator running as root starts bubblewrap privileged and the sandbox drops to a dedicated host uid
 (``uid_base + n``, no supplementary groups) through ``setpriv`` before Python starts: a user namespace there would
@@ -215,6 +217,7 @@ class BubblewrapSandbox(BaseSandbox):
             seccomp_fd = memfd("seccomp", seccomp.filter_program()) if self.seccomp else None
             if seccomp_fd is not None:
                 fds.append(seccomp_fd)
+            config = {**config, "package_path": str(paths.PACKAGE_PARENT)}  # the package's only bind below it
             command = [sys.executable, "-I", "-B", str(paths.ENTRY), json.dumps(config)]
             options, cmdline = bwrap_args(privileged=self.privileged, uid=uid, binds=paths.python_binds(self.forbidden),
                                           system=paths.system_layout(), gateway_socket=gateway_socket,

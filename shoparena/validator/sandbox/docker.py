@@ -5,7 +5,9 @@ imports). Bound into the container: the agent file, the sanitised problem and th
 /sandbox, the gateway socket at /run/gateway.sock, and a per-problem report directory (the only writable bind,
 like ORO's logs directory) where the entry writes its report. Network ``none`` by default: with the gateway on a
 Unix socket the container needs no interface at all (pass ``network=`` an internal network to mirror ORO's
-compose setup). The run token and other variables go through an ``--env-file`` (mode 0600), not argv.
+compose setup). The run token and other variables go through an ``--env-file`` (mode 0600), not argv. Nothing
+of the host's package is mounted: the agent imports the image's ``shoparena`` (the entry config names no package
+path), so the image must carry the validator's version of the package.
 :func:`docker_argv` is a pure function so the exact command is unit-tested without a daemon.
 """
 

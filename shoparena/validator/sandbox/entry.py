@@ -10,6 +10,11 @@ library only, so the interpreter starts without loading the package. Two modes, 
   which imports the agent once and runs every problem of the batch in its own forked process; those processes
   report through :func:`run_agent` and :func:`report` below, exactly as the per-problem mode does.
 
+Both modes first put ``package_path`` (when the config names it: the directory holding the validator's own
+``shoparena`` package) at the front of ``sys.path``, before anything of the package or the agent is imported, so
+the agent's ``import shoparena`` resolves to the copy the validator runs, never to whatever the interpreter's
+environment installs (an editable install's finder may point at another checkout, invisible in the sandbox).
+
 The report channel is that fd or file, never stdout (agent prints cannot forge it). Exactly two JSON lines go
 there: ``{"ready": wall time}`` just before the agent's code runs (the validator's start-overhead mark), then
 ``{"envelope": {status, error, dialogue, execution_time}}``. The agent runs in this same process, so it *can*
@@ -39,6 +44,18 @@ def set_limits(limits: dict) -> None:
         if hard != resource.RLIM_INFINITY:
             value = min(int(value), hard)
         resource.setrlimit(which, (int(value), int(value)))
+
+
+def package_first(path: "str | None") -> None:
+    """Put ``path`` (the directory holding the validator's ``shoparena``) first on ``sys.path`` unless it is on it
+    already (a package installed into site-packages: moving that directory ahead of the standard library would let
+    any of its distributions shadow a standard module)."""
+    if not path:
+        return
+    norm = os.path.normpath(path)
+    if any(os.path.normpath(p or os.curdir) == norm for p in sys.path):
+        return
+    sys.path.insert(0, norm)
 
 
 def error_of(exc: BaseException) -> dict:
@@ -129,6 +146,7 @@ def sibling(name: str):
 
 def main() -> None:
     config = json.loads(sys.argv[1])
+    package_first(config.get("package_path"))
     if config.get("mode") == "batch":
         sibling("executor").main(config, sys.modules[__name__], sibling("zygote"))
         return

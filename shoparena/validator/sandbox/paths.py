@@ -1,7 +1,9 @@
 """What the sandbox may see of the host: the Python installation, the venv, the package source, system libraries.
 
-Everything is bound read-only at the same path as on the host, so the interpreter, its ``sys.prefix`` and the
-editable install's finder work unchanged. Never the repository root (it holds ``tests/data`` with ground truth),
+Everything is bound read-only at the same path as on the host, so the interpreter and its ``sys.prefix`` work
+unchanged. The agent imports the validator's own copy of the package: the entry puts :data:`PACKAGE_PARENT` first
+on ``sys.path`` (an editable install's finder, or a ``PYTHONPATH`` the sandbox never sees, could name another
+copy or a path outside the binds). Never the repository root (it holds ``tests/data`` with ground truth),
 never a catalog: :func:`python_binds` refuses a bind that contains any path the validator marks as forbidden.
 """
 
@@ -14,10 +16,14 @@ from pathlib import Path
 
 from shoparena.errors import ConfigError
 
-__all__ = ["ENTRY", "PACKAGE_DIR", "SYSTEM_DIRS", "python_binds", "system_layout"]
+__all__ = ["ENTRY", "PACKAGE_DIR", "PACKAGE_PARENT", "SYSTEM_DIRS", "python_binds", "system_layout"]
 
 #: The package source directory (``…/shoparena``), bound so agents can import ``shoparena.sdk`` and friends.
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
+#: The directory holding :data:`PACKAGE_DIR`: the sandbox's first ``sys.path`` entry, so ``import shoparena`` inside
+#: finds the very package the validator imported. Bubblewrap binds only :data:`PACKAGE_DIR` (and the Python
+#: directories of :func:`python_binds`) under it, so no other file of a checkout becomes visible or importable.
+PACKAGE_PARENT = PACKAGE_DIR.parent
 #: The script that runs inside (stdlib only).
 ENTRY = Path(__file__).resolve().parent / "entry.py"
 #: Top-level system directories bound read-only when they are real directories.

@@ -76,7 +76,7 @@ class ProcessSandbox(BaseSandbox):
             (work / "problem.json").write_text(json.dumps(problem), encoding="utf-8")
             (work / "tmp").mkdir()
             config = {"agent": str(work / "agent.py"), "problem": str(work / "problem.json"), "out_fd": out_w,
-                      "rlimits": rlimits(limits, nproc=False)}
+                      "rlimits": rlimits(limits, nproc=False), "package_path": _package_path(work)}
             argv = [sys.executable, "-I", "-B", str(paths.ENTRY), json.dumps(config)]
             env = {**env, "HOME": str(work / "tmp"), "TMPDIR": str(work / "tmp")}
             if cgroup.dirs:
@@ -123,7 +123,8 @@ class ProcessSandbox(BaseSandbox):
             (work / "tmp").mkdir()
             config = {**config, **batch_config(limits, config["workers"], nproc=False,
                                                problem_cgroups=config["ctl_fd"] is not None),
-                      "agent": str(work / "agent.py"), "tmp": str(work / "tmp"), "dir_vars": ["HOME", "TMPDIR"]}
+                      "agent": str(work / "agent.py"), "tmp": str(work / "tmp"), "dir_vars": ["HOME", "TMPDIR"],
+                      "package_path": _package_path(work)}
             argv = [sys.executable, "-I", "-B", str(paths.ENTRY), json.dumps(config)]
             env = {**env, "HOME": str(work / "tmp"), "TMPDIR": str(work / "tmp")}
             if cgroup is not None:
@@ -154,6 +155,17 @@ class ProcessSandbox(BaseSandbox):
 
         return Launch(proc=proc, kill=kill, cleanup=cleanup, ancestors=(proc.pid,),
                       enforced=self._enforced(limits, cgroup.enforced() if cgroup is not None else {}))
+
+
+def _package_path(work: Path) -> str:
+    """A directory in ``work`` holding only a link to the validator's package (:data:`paths.PACKAGE_DIR`): the
+    entry puts it first on ``sys.path``, so the agent imports the validator's own copy of ``shoparena``. Not
+    :data:`paths.PACKAGE_PARENT` itself: unbound, that is the whole checkout, whose other top-level directories
+    (``tests``, ``scripts``) would shadow the agent's imports of the same names."""
+    pkg = work / "pkg"
+    pkg.mkdir()
+    (pkg / paths.PACKAGE_DIR.name).symlink_to(paths.PACKAGE_DIR, target_is_directory=True)
+    return str(pkg)
 
 
 def _killpg(pgid: int, sig: int) -> None:
