@@ -1,16 +1,18 @@
 """An arena whose agents could not run is a failure, not a quiet empty day.
 
-The real case: the validator runs from a copy of the package that the sandbox cannot see (put on ``PYTHONPATH``
-while the interpreter's environment installs another checkout), so every agent dies on ``import shoparena`` inside
-bubblewrap. The simulation must stop after that day with one ``error:`` line naming the error and its count, a
-hint and exit 2, and ``reproduce``'s guards must refuse to go on from such an arena or from an empty corpus. An
-arena whose agents merely fail tasks, or crash on some, must still finish.
+The real case: an arena whose working directory lies inside the package directory the sandbox binds, so
+bubblewrap refuses every sandbox (it would expose the catalog to the agents) and no agent ever starts. The
+simulation must stop after that day with one ``error:`` line naming the error and its count, a hint and exit 2,
+and ``reproduce``'s guards must refuse to go on from such an arena or from an empty corpus. An arena whose agents
+merely fail tasks, or crash on some, must still finish; so must one run from a copy of the package put on
+``PYTHONPATH`` (the sandbox imports the copy the validator runs, tests/validator/test_sandbox_package_path.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,17 +42,8 @@ TINY = ["--miners", "2", "--validators", "1", "--catalog-size", "200", "--proble
 IMPORT_ERROR = "ModuleNotFoundError: ModuleNotFoundError: No module named 'shoparena'"
 
 
-def _blind_reason() -> str | None:
-    """Why the sandbox could still import a copy of the package put on PYTHONPATH (then no failure to see)."""
-    reason = BubblewrapSandbox().unavailable()
-    if reason:
-        return f"bubblewrap unusable here: {reason}"
-    if Path(sys.prefix).resolve() in PACKAGE.parents:
-        return "shoparena is installed inside the environment the sandbox binds: an import cannot fail there"
-    return None
-
-
-needs_blind_sandbox = pytest.mark.skipif(_blind_reason() is not None, reason=str(_blind_reason()))
+_BWRAP = BubblewrapSandbox().unavailable()
+needs_bwrap = pytest.mark.skipif(_BWRAP is not None, reason=f"bubblewrap unusable here: {_BWRAP}")
 
 
 # ── the decision on recorded outcomes ─────────────────────────────────────────────────────────────────────────
@@ -122,9 +115,8 @@ def test_a_first_day_without_a_usable_trajectory_stops_whatever_the_reason() -> 
 # ── the real sandbox ──────────────────────────────────────────────────────────────────────────────────────────
 
 
-def _blind_run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``shoparena ARGS`` from a copy of the package on PYTHONPATH: the sandbox binds the copy's directory but its
-    interpreter (``python -I``) imports shoparena from the environment's install, which it cannot see."""
+def _copy_run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``shoparena ARGS`` from a copy of the package (at ``root/pkg/shoparena``) put on PYTHONPATH."""
     copy = root / "pkg"
     if not copy.exists():
         shutil.copytree(PACKAGE, copy / "shoparena", ignore=shutil.ignore_patterns("__pycache__"))
@@ -135,46 +127,57 @@ def _blind_run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def blind(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    root = tmp_path_factory.mktemp("blind")
-    run_dir = root / "run"
-    done = _blind_run(root, "arena", "simulate", *TINY, "--days", "2", "--sandbox", "bubblewrap",
-                      "--out", str(run_dir / "arena"))
+def refused(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """An arena whose working directory (its catalog) lies inside the package directory bubblewrap binds."""
+    root = tmp_path_factory.mktemp("refused")
+    run_dir = root / "pkg" / "shoparena" / "run"
+    done = _copy_run(root, "arena", "simulate", *TINY, "--days", "2", "--sandbox", "bubblewrap",
+                     "--out", str(run_dir / "arena"))
     return done, run_dir
 
 
-@needs_blind_sandbox
-def test_an_arena_whose_agents_cannot_import_the_package_stops_after_its_first_day(blind) -> None:
-    done, run_dir = blind
+@needs_bwrap
+def test_an_arena_whose_sandboxes_cannot_start_stops_after_its_first_day(refused) -> None:
+    done, run_dir = refused
     assert done.returncode == 2, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr[-2000:]
     assert errors[0].startswith("error: day 0: all ") and "episodes failed before their agents ran" in errors[0]
-    assert "ModuleNotFoundError (No module named 'shoparena')" in errors[0]
-    assert "hint:" in done.stderr and "pip install -e ." in done.stderr and "Traceback" not in done.stderr
-    assert "failed episodes: ModuleNotFoundError" in done.stderr  # the day's counts, printed as it ends
+    assert "SandboxError (" in errors[0] and "ConfigError: the sandbox would expose" in errors[0]
+    assert "hint:" in done.stderr and "bwrap" in done.stderr and "Traceback" not in done.stderr
+    assert "failed episodes: SandboxError" in done.stderr  # the day's counts, printed as it ends
     assert "day 1" not in done.stderr  # it stopped: no second day was simulated
+    counted = re.search(r"all (\d+) episodes failed before their agents ran: (\d+) SandboxError", errors[0])
+    assert counted and int(counted[1]) == int(counted[2]) > 0, errors[0]
     with open_store(f"sqlite:///{run_dir / 'arena' / 'subnet.db'}") as store:
         outcomes = store_outcomes(store)
-    n = outcomes.episodes
-    assert n > 0 and outcomes.usable == 0 and outcomes.failures == {"ModuleNotFoundError": n} == outcomes.infra
-    assert f"all {n} episodes" in errors[0] and f"{n} ModuleNotFoundError" in errors[0]
+    assert outcomes.episodes == 0  # no sandbox reached an agent: nothing scored, nothing recorded
 
 
-@needs_blind_sandbox
-def test_reproduce_refuses_an_arena_or_a_corpus_of_failed_episodes(blind) -> None:
-    _done, run_dir = blind
+@needs_bwrap
+def test_reproduce_refuses_an_arena_or_a_corpus_without_episodes(refused) -> None:
+    # episodes whose sandbox never started leave no record (never scored), so the guards see an arena that ran none
+    _done, run_dir = refused
     with pytest.raises(SimulationFailed) as exc:
         check_arena(run_dir)
-    assert exc.value.exit_code == 2 and exc.value.message.startswith("the arena: all ")
-    assert "ModuleNotFoundError" in exc.value.message and "nothing to train on" in exc.value.message
+    assert exc.value.message.startswith("the arena ran no episode") and "nothing to train on" in exc.value.message
     assert "arena.json" in str(exc.value.hint)
     (run_dir / "corpus").mkdir(exist_ok=True)
     (run_dir / "corpus" / "manifest.json").write_text(json.dumps({"exports": {"sft_train": {"rows": 0}}}))
     with pytest.raises(DataError) as dexc:
         check_corpus(run_dir)
     assert dexc.value.message.startswith("the corpus step exported no SFT train row: ")
-    assert "with ModuleNotFoundError (No module named 'shoparena')" in dexc.value.message
+    assert "none of the arena's 0 usable trajectories" in dexc.value.message
+
+
+@needs_bwrap
+def test_an_arena_run_from_a_copy_of_the_package_on_pythonpath_works(tmp_path: Path) -> None:
+    done = _copy_run(tmp_path, "arena", "simulate", *TINY, "--days", "1", "--sandbox", "bubblewrap",
+                     "--out", str(tmp_path / "run" / "arena"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open_store(f"sqlite:///{tmp_path / 'run' / 'arena' / 'subnet.db'}") as store:
+        outcomes = store_outcomes(store)
+    assert outcomes.episodes > 0 and outcomes.usable > 0 and not outcomes.infra, outcomes
 
 
 # ── an arena that works ───────────────────────────────────────────────────────────────────────────────────────
