@@ -18,8 +18,9 @@ before. Each day reports ``axis_a_share`` (trajectories whose searches the model
 the top agent with its held-out ASR (the success rate of its race runs). Weight 0 is today's subnet.
 
 Each day also counts its failed episodes by error kind (:class:`DayOutcomes`), telling the validator's
-infrastructure failures — the agent never started: the sandbox could not import the ``shoparena`` package it
-provides to agents (:mod:`shoparena.validator.sandbox.paths`), or the sandbox itself failed — from the agents' own
+infrastructure failures — the agent never started: the sandbox itself failed, or (rarely: the sandbox hands
+agents the validator's own package, :mod:`shoparena.validator.sandbox.paths`) ``shoparena`` would not import —
+from the agents' own
 failures (their exceptions, timeouts, a failing model backend). A day whose every episode failed for an
 infrastructure reason, or a first day without one usable trajectory, stops the simulation with one error
 (:func:`check_day`): the arena exists to produce trajectories, and a day of nothing but sandbox failures would only
@@ -229,9 +230,9 @@ class SimulationFailed(ShopArenaError):
 
 def _hint(kind: str, infra: bool) -> str:
     if infra and kind in _IMPORTS:
-        return ("agents import shoparena inside the sandbox from the Python environment the validator runs in (the "
-                "sandbox binds it read-only; a copy found through PYTHONPATH or the working directory is not seen "
-                "there): install the package in that environment (pip install -e . in the repository) and run again")
+        return ("agents import the validator's own shoparena inside the sandbox; an import failure there means the "
+                "package the validator runs is broken or unreadable to the sandbox: reinstall it (pip install -e . "
+                "in the repository) and run again")
     if infra:
         return ("the sandbox could not run the agents here: check that bubblewrap works (bwrap --ro-bind / / true) "
                 "or pass --sandbox process (not isolated), and run again")
@@ -254,7 +255,9 @@ def check_day(outcomes: DayOutcomes) -> None:
         return
     if o.episodes == 0:
         raise SimulationFailed(f"{where} ran no episode: no agent was evaluated", day=o.day, hint=(
-            "every submission may have been refused: check the miners' submissions (--json) and the problem counts"))
+            "every submission was refused, or no sandbox started (an episode that never starts leaves no record): "
+            "check the miners' submissions and the problem counts (--json), and rerun the simulation to see each "
+            "day's failures"))
     kind, n = (o.infra if all_infra else o.failures).most_common(1)[0]
     example = o.examples.get(kind)
     others = [f"{k} {c}" for k, c in o.failures.most_common() if k != kind]
