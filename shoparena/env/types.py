@@ -66,6 +66,26 @@ class AssistantMessage(BaseModel):
     """What the backend's text parser left out of this message (a malformed or unclosed ``<tool_call>`` block):
     the gateway logs it (:attr:`~shoparena.llm.gateway.calllog.CallRecord.parse_notes`); never sent on, never
     dumped."""
+    truncated: bool | None = Field(default=None, exclude=True)
+    """Whether generation ended because the completion reached its token cap (the request's ``max_tokens`` under the
+    backend's per-turn cap) rather than at an end token or a stop string: ``True`` cut, ``False`` ended by itself,
+    ``None`` the backend does not say. A cut turn is answered with finish reason ``length``
+    (:func:`shoparena.llm.wire.finish_reason`) and logged by the gateway
+    (:attr:`~shoparena.llm.gateway.calllog.CallRecord.truncated`); never sent on, never dumped, like
+    ``parse_notes``. It says how generation ended, not what the message says, so equality leaves it out."""
+
+    def _said(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "truncated"}
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the messages say the same (every field but ``truncated``): a backend's reply equals the
+        same message built by hand or read back from the wire, whether or not its backend reported the cut."""
+        if not isinstance(other, AssistantMessage):
+            return NotImplemented
+        return type(self) is type(other) and self._said() == other._said()
+
+    def __hash__(self) -> int:
+        return hash((type(self), *self._said().values()))
 
 
 @runtime_checkable

@@ -24,6 +24,10 @@ Modes (``hf:PATH?mode=serial|batched``; the default is ``batched`` when the mode
 
 Other URI options: ``device`` (``cpu``, ``cuda``, ``cuda:1`` …), ``dtype`` (``float32``, ``bfloat16`` …),
 ``max_new_tokens`` (the per-turn cap) — :func:`parse_hf_uri`.
+
+A turn that ends because it reached its token budget (the request's ``max_tokens`` under the per-turn cap and the
+context), not at an end token or a stop string, is marked ``truncated`` on its message (:func:`cut_at_cap`): a cut
+turn can lose its ``<tool_call>`` and look like a turn that chose to stop.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ import asyncio
 import json
 import logging
 import threading
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from shoparena.env.protocol_native import parse_qwen3
 from shoparena.env.types import AssistantMessage, ToolCall, Usage
@@ -43,8 +48,8 @@ from shoparena.llm.compact import compact_messages, read_compact
 from shoparena.llm.types import ChatBackend, Sampling, parse_path_uri
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS", "MODES", "HFBackend", "clip_completion", "completion_to_message", "parse_hf_uri",
-    "render_prompt", "template_messages",
+    "DEFAULT_MAX_NEW_TOKENS", "MODES", "Generation", "HFBackend", "clip_completion", "completion_to_message",
+    "cut_at_cap", "parse_hf_uri", "render_prompt", "template_messages",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,12 +81,30 @@ class _StopWhenAbandoned:
         return torch.full((input_ids.shape[0],), abandoned(), dtype=torch.bool, device=input_ids.device)
 
 
+class Generation(NamedTuple):
+    """One generated turn: the completion text (cut at its end marker or stop string), the token counts, and
+    whether generation ended at the token cap (:func:`cut_at_cap`)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    truncated: bool
+
+
+def cut_at_cap(new: Sequence[int], max_new: int, end_ids: Collection[int], stopped: bool) -> bool:
+    """Whether a completion's generation ended because it reached its token budget: ``max_new`` tokens sampled,
+    the last one not an end token, and no stop string ended it (``stopped``). The one rule of every local backend
+    (``hf:`` serial and batched, ``llamacpp:`` slots and batched)."""
+    return len(new) >= max_new and not (new and new[-1] in end_ids) and not stopped
+
+
 def completion_to_message(text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
-                          ) -> AssistantMessage:
+                          *, truncated: bool | None = None) -> AssistantMessage:
     """A decoded Qwen3 completion as an :class:`AssistantMessage`: think → ``reasoning_content``, complete
     ``<tool_call>`` blocks → ``tool_calls`` (ids ``call_<upstream id>``, unique within the message), the remaining
     text → ``content``. Malformed blocks are dropped, as :func:`parse_qwen3` does; its notes on them go to
-    ``parse_notes`` (logged by the gateway)."""
+    ``parse_notes`` (logged by the gateway). ``truncated``: whether generation was cut at the token cap (None: not
+    known)."""
     parsed = parse_qwen3(text)
     calls, seen = [], set()
     for i, call in enumerate(parsed.calls):
@@ -95,7 +118,7 @@ def completion_to_message(text: str, prompt_tokens: int | None = None, completio
         usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                       total_tokens=prompt_tokens + completion_tokens)
     return AssistantMessage(content=parsed.response, reasoning_content=parsed.think or None, tool_calls=calls,
-                            usage=usage, parse_notes=tuple(parsed.errors))
+                            usage=usage, parse_notes=tuple(parsed.errors), truncated=truncated)
 
 
 def _text(content: Any) -> str:
@@ -200,9 +223,15 @@ class HFBackend:
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  sampling: Sampling | None = None) -> tuple[str, int, int]:
         """Blocking generation: ``(completion text, prompt tokens, completion tokens)``, by the backend's mode."""
+        text, n_prompt, n_completion, _ = self.generate_turn(messages, tools, sampling)
+        return text, n_prompt, n_completion
+
+    def generate_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                      sampling: Sampling | None = None) -> Generation:
+        """:meth:`generate` with whether the turn was cut at the token cap (:class:`Generation`)."""
         if self.mode == "batched":
-            return self.generate_batched(messages, tools, sampling)
-        return self.generate_batch([messages], tools, sampling)[0]
+            return self._generate_batched(messages, tools, sampling)
+        return self._generate_rows([messages], tools, sampling)[0]
 
     def _max_new(self, n_prompt: int, sampling: Sampling) -> int:
         """The request's token budget: its ``max_tokens`` (else the default), under the turn cap and the context."""
@@ -230,6 +259,11 @@ class HFBackend:
                          sampling: Sampling | None = None) -> tuple[str, int, int]:
         """:meth:`generate` through the shared continuous batch (module docstring): the caller waits for its own
         result while other callers' requests decode beside it."""
+        text, n_prompt, n_completion, _ = self._generate_batched(messages, tools, sampling)
+        return text, n_prompt, n_completion
+
+    def _generate_batched(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                          sampling: Sampling | None) -> Generation:
         sampling = sampling or Sampling()
         prompt = self.render(messages, tools, sampling.enable_thinking)
         ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
@@ -251,9 +285,7 @@ class HFBackend:
         check_abandoned()  # its run closed while it was being rendered
         row = self.decoder().generate(ids, max_new, temperature=sampling.temperature, top_p=sampling.top_p,
                                       stop=stop)
-        new = self._completion_ids(row)
-        text = self.tokenizer.decode(new, skip_special_tokens=False)
-        return clip_completion(text, sampling.stop), len(ids), len(new)
+        return self._generation(row, len(ids), max_new, sampling.stop)
 
     def close(self) -> None:
         """Stop the batched mode's manager (requests in flight raise BackendError); a no-op in serial mode. The
@@ -269,6 +301,11 @@ class HFBackend:
         batch of 8 yields several times the tokens/s of 8 single calls. One row per conversation, as
         :meth:`generate` returns it; a ``seed`` makes the whole batch repeatable (rows draw from one RNG, so a
         row's sample depends on the batch it is in)."""
+        return [(g.text, g.prompt_tokens, g.completion_tokens) for g in self._generate_rows(conversations, tools,
+                                                                                            sampling)]
+
+    def _generate_rows(self, conversations: list[list[dict[str, Any]]], tools: list[dict[str, Any]] | None,
+                       sampling: Sampling | None) -> list[Generation]:
         if not conversations:
             return []
         sampling = sampling or Sampling()
@@ -300,12 +337,17 @@ class HFBackend:
             else:
                 out = self.model.generate(**inputs, **kwargs)
         check_abandoned()  # stopped part-way: no answer rather than a cut one
-        results = []
-        for row, n_prompt in zip(out[:, width:].tolist(), n_prompts, strict=True):
-            new = self._completion_ids(row)
-            text = self.tokenizer.decode(new, skip_special_tokens=False)
-            results.append((clip_completion(text, sampling.stop), n_prompt, len(new)))
-        return results
+        return [self._generation(row, n_prompt, max_new, sampling.stop)
+                for row, n_prompt in zip(out[:, width:].tolist(), n_prompts, strict=True)]
+
+    def _generation(self, row: list[int], n_prompt: int, max_new: int, stop: list[str] | None) -> Generation:
+        """A generated row as a :class:`Generation`: its completion ids, their text cut at the end marker or stop
+        string, and whether the row ran into ``max_new`` (:func:`cut_at_cap`)."""
+        new = self._completion_ids(row)
+        text = self.tokenizer.decode(new, skip_special_tokens=False)
+        stopped = bool(stop) and any(s in text for s in stop or ())
+        return Generation(clip_completion(text, stop), n_prompt, len(new),
+                          cut_at_cap(new, max_new, self.eos_token_ids, stopped))
 
     def _completion_ids(self, row: list[int]) -> list[int]:
         """A generated row up to and including its first end token (a finished row of a batch is padded)."""
@@ -319,8 +361,8 @@ class HFBackend:
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> AssistantMessage:
-        text, n_prompt, n_completion = await asyncio.to_thread(self.generate, messages, tools, sampling)
-        return completion_to_message(text, n_prompt, n_completion)
+        text, n_prompt, n_completion, cut = await asyncio.to_thread(self.generate_turn, messages, tools, sampling)
+        return completion_to_message(text, n_prompt, n_completion, truncated=cut)
 
     def __repr__(self) -> str:
         return f"HFBackend({str(self.path)!r}, device={self.device!r}, mode={self.mode!r})"

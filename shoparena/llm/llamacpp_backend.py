@@ -27,6 +27,10 @@ across slots. A gateway request whose run closes stops at its next token or skip
 Sampling: temperature 0 is greedy; otherwise top-k (the checkpoint's ``generation_config`` ``top_k``, else 50, as
 transformers does), top-p, temperature, then a draw seeded by the request's ``seed`` (a fixed default when none), so
 the same prompt and seed give the same text on one machine.
+
+A turn that ends because it reached its token budget, not at an end token or a stop string, is marked
+``truncated`` on its message, by the ``hf:`` backend's rule (:func:`~shoparena.llm.hf_backend.cut_at_cap`), in
+both modes.
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ from shoparena.llm.abandon import ABANDON, abandoned, check_abandoned
 from shoparena.llm.compact import read_compact
 from shoparena.llm.hf_backend import (
     DEFAULT_MAX_NEW_TOKENS,
+    Generation,
     clip_completion,
     completion_to_message,
+    cut_at_cap,
     render_prompt,
 )
 from shoparena.llm.llamacpp_batch import BatchEngine, EngineError, GenerationRequest
@@ -208,6 +214,12 @@ class LlamaCppBackend:
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  sampling: Sampling | None = None) -> tuple[str, int, int]:
         """Blocking generation: ``(completion text, prompt tokens, completion tokens)``."""
+        text, n_prompt, n_completion, _ = self.generate_turn(messages, tools, sampling)
+        return text, n_prompt, n_completion
+
+    def generate_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                      sampling: Sampling | None = None) -> Generation:
+        """:meth:`generate` with whether the turn was cut at the token cap (:class:`Generation`)."""
         sampling = sampling or Sampling()
         prompt = self.render(messages, tools, sampling.enable_thinking)
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -218,9 +230,7 @@ class LlamaCppBackend:
         if max_new < 1:
             raise ConfigError(f"the prompt ({len(ids)} tokens) fills the model's context ({self.context} tokens)")
         if self._engines:
-            new = self._generate_batched(ids, max_new, sampling)
-            text = self.tokenizer.decode(new, skip_special_tokens=False)
-            return clip_completion(text, sampling.stop), len(ids), len(new)
+            return self._generation(self._generate_batched(ids, max_new, sampling), len(ids), max_new, sampling)
         greedy = sampling.temperature <= 0
         started = time.perf_counter()
         slot = self._acquire(ids)
@@ -250,8 +260,16 @@ class LlamaCppBackend:
         self.last_call.timing = CallTiming(ttft_s=None if first is None else first - started,
                                            prompt_tokens=len(ids), prompt_evaluated=len(ids) - shared)
         check_abandoned()  # stopped part-way: no answer rather than a cut one
+        return self._generation(new, len(ids), max_new, sampling)
+
+    def _generation(self, new: list[int], n_prompt: int, max_new: int, sampling: Sampling) -> Generation:
+        """Sampled ids as a :class:`Generation`: their text cut at the end marker or stop string, and whether they
+        ran into ``max_new`` (:func:`cut_at_cap`; the stop strings are checked on the last tokens, as while
+        sampling)."""
         text = self.tokenizer.decode(new, skip_special_tokens=False)
-        return clip_completion(text, sampling.stop), len(ids), len(new)
+        stopped = bool(sampling.stop) and self._hits_stop(new, list(sampling.stop or ()))
+        return Generation(clip_completion(text, sampling.stop), n_prompt, len(new),
+                          cut_at_cap(new, max_new, self.eos_token_ids, stopped))
 
     def _generate_batched(self, ids: list[int], max_new: int, sampling: Sampling) -> list[int]:
         engine = self._route(ids)
@@ -296,8 +314,8 @@ class LlamaCppBackend:
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None) -> Any:
-        text, n_prompt, n_completion = await asyncio.to_thread(self.generate, messages, tools, sampling)
-        return completion_to_message(text, n_prompt, n_completion)
+        text, n_prompt, n_completion, cut = await asyncio.to_thread(self.generate_turn, messages, tools, sampling)
+        return completion_to_message(text, n_prompt, n_completion, truncated=cut)
 
     def close(self) -> None:
         for engine in self._engines:

@@ -6,7 +6,8 @@ generic ``post(..., cast_to=object)``: the body is sent as built and the JSON an
 skips the typed ``chat.completions.create`` path (its parameter transform and response models cost ~6 ms of CPU per
 call on a 20-turn episode, against ~1 ms) and keeps server extras such as ``reasoning_content``. Retries with
 exponential backoff (honouring ``Retry-After``) on connection errors, timeouts, 408/409/429 and 5xx are the
-client's own. Failures surface as :class:`~shoparena.llm.wire.BackendError` with a hint.
+client's own. Failures surface as :class:`~shoparena.llm.wire.BackendError` with a hint. A choice whose
+``finish_reason`` is ``length`` (the server cut the completion at its token limit) comes back marked ``truncated``.
 
 Every call has a bounded total time, connection, reading and retries together (``total_timeout``, by default
 ``timeout × (max_retries + 1)``, a minute of backoff per retry and a few seconds): the client's own timeout bounds each wait
@@ -220,13 +221,14 @@ class OpenAIBackend:
             body["tools"] = tools
         data = await self._post(body)
         try:
-            raw, usage = data["choices"][0]["message"], data.get("usage")
+            choice = data["choices"][0]
+            raw, usage, finish = choice["message"], data.get("usage"), choice.get("finish_reason")
             if not isinstance(raw, dict):
                 raise TypeError
         except (TypeError, KeyError, IndexError, AttributeError):
             raise BackendError(f"{self.base_url} answered without a chat completion: {str(data)[:300]}",
                                hint="is this an OpenAI-compatible /chat/completions endpoint?") from None
-        message, notes = assistant_from_wire(raw, usage)
+        message, notes = assistant_from_wire(raw, usage, finish)
         for note in notes:
             self.dropped_tool_calls += 1
             log.warning("%s: %s", self.name, note)

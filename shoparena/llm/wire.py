@@ -126,9 +126,11 @@ def sampling_to_request(sampling: Sampling) -> dict[str, Any]:
 
 
 def assistant_from_wire(message: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
-                        ) -> tuple[AssistantMessage, list[str]]:
+                        finish: Any = None) -> tuple[AssistantMessage, list[str]]:
     """An OpenAI ``choices[0].message`` (+ ``usage``) as an :class:`AssistantMessage`, and notes on what was
-    dropped: a tool call whose ``arguments`` are not a JSON object cannot be executed, so it is left out."""
+    dropped: a tool call whose ``arguments`` are not a JSON object cannot be executed, so it is left out.
+    ``finish``: the choice's ``finish_reason``; ``"length"`` (the server cut the completion at its token limit)
+    marks the message ``truncated``, any other string marks it not cut, and a missing one leaves it unknown."""
     notes: list[str] = []
     calls: list[ToolCall] = []
     for tc in message.get("tool_calls") or []:
@@ -151,15 +153,20 @@ def assistant_from_wire(message: Mapping[str, Any], usage: Mapping[str, Any] | N
     counts = None
     if usage:
         counts = Usage(**{k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")})
+    truncated = finish == "length" if isinstance(finish, str) else None
     return AssistantMessage(content=message.get("content") or "", reasoning_content=reasoning or None,
-                            tool_calls=calls, usage=counts), notes
+                            tool_calls=calls, usage=counts, truncated=truncated), notes
 
 
 def finish_reason(message: AssistantMessage, max_tokens: int | None = None) -> str:
-    """``tool_calls`` when the message asks for tools; ``length`` when its completion tokens reached
-    ``max_tokens`` (backends do not report truncation themselves); else ``stop``."""
+    """``tool_calls`` when the message asks for tools (as vLLM answers, also when generation then ran into the
+    limit); ``length`` when the backend marked it cut at its token cap (``message.truncated``); ``stop`` when the
+    backend says it ended by itself. A backend that does not say (``truncated`` None) gets a guess: ``length`` when
+    its completion tokens reached ``max_tokens``, else ``stop``."""
     if message.tool_calls:
         return "tool_calls"
+    if message.truncated is not None:
+        return "length" if message.truncated else "stop"
     used = message.usage.completion_tokens if message.usage is not None else None
     if max_tokens is not None and used is not None and used >= max_tokens:
         return "length"
