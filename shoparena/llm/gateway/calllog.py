@@ -84,10 +84,16 @@ class CallRecord(BaseModel):
     parse_notes: list[str] | None = None
     """Inference: what the backend's text parser dropped from the completion (a malformed ``<tool_call>`` block, an
     unclosed one cut at the token limit), which ``content`` and ``tool_calls`` no longer show; ``None``: nothing."""
+    truncated: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Inference answered 200: whether the backend cut the completion at its token cap (the request's ``max_tokens``
+    under the backend's per-turn cap) rather than it ending at an end token or stop string — a cut turn can lose its
+    ``<tool_call>`` and read as a turn that chose to stop. ``None`` (the key left out of the line, so logs written
+    before this field, and records of every other kind, dump and hash as they did): not reported."""
 
 
 def dump_record(record: CallRecord) -> bytes:
-    """One JSONL line (with the trailing newline); ``None`` fields are kept so every line has every key."""
+    """One JSONL line (with the trailing newline); ``None`` fields are kept so every line has every key, except
+    ``truncated``, which is left out when ``None`` (:attr:`CallRecord.truncated`)."""
     return orjson.dumps(record.model_dump(mode="json")) + b"\n"
 
 

@@ -260,7 +260,8 @@ class Gateway:
             state.attributor.on_completion(seq, [(c["name"], c["arguments"]) for c in emitted])
         self._log(state, seq, "inference", "POST", path, params, 200, started, t0, model=model, usage=reply.usage,
                   tool_calls=[EmittedCall.model_construct(**c) for c in emitted], content=reply.content,
-                  reasoning_content=reply.reasoning_content, parse_notes=list(reply.parse_notes) or None)
+                  reasoning_content=reply.reasoning_content, parse_notes=list(reply.parse_notes) or None,
+                  truncated=reply.truncated)
         if body.get("stream"):  # one SSE answer with the whole message (OpenAI clients in stream mode read it)
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             chunks = to_openai_chunks(reply, model, include_usage=include_usage, max_tokens=sampling.max_tokens)
@@ -290,7 +291,7 @@ class _BadRequest(ValueError):
 
 _EMPTY: dict[str, Any] = {"model": None, "error": None, "usage": None, "result_product_ids": None,
                           "tool_calls": None, "content": None, "reasoning_content": None, "axis": None,
-                          "via": None, "attributed_to": None, "parse_notes": None}
+                          "via": None, "attributed_to": None, "parse_notes": None, "truncated": None}
 
 
 MAX_LOGGED_VALUE = 4096
