@@ -260,15 +260,17 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
                   box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), caption_justify="left",
                   caption="eps: episodes; /ep: mean per episode; no call: turns without a tool call; t-t-stop: "
                           "think-then-stop turns (a decision stated, no call made); GT ret / rec: episodes whose "
-                          "own searches retrieved / that recommended a ground-truth product; notes: parse notes")
+                          "own searches retrieved / that recommended a ground-truth product; notes: parse notes; cut: turns "
+                          "cut at the token cap; t-t-s cut: think-then-stop turns among them (– : a log from before "
+                          "backends reported it)")
     table.add_column("model", no_wrap=True)
     for col in ("eps", "finished", "timeout", "failed", "calls/ep", "turns/ep", "tools/ep", "no call", "t-t-stop",
-                "GT ret", "GT rec", "notes"):
+                "GT ret", "GT rec", "notes", "cut", "t-t-s cut"):
         table.add_column(col, justify="right", no_wrap=True)
     reasons: list[str] = []
     for label, d in rows:
         if not d:
-            table.add_row(escape(label), *["–"] * 12)
+            table.add_row(escape(label), *["–"] * 14)
             continue
         per = d["per_episode"]
         if d["failed_by_reason"]:
@@ -277,7 +279,8 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
         table.add_row(escape(label), str(d["episodes"]), str(d["finished"]), str(d["timed_out"]), str(d["failed"]),
                       _per(per["inference_calls"]), _per(per["turns"]), _per(per["tool_calls"]),
                       _n(d["turns_without_tool_call"]), _n(d["think_then_stop"]), _n(d["gt_retrieved"]),
-                      _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]))
+                      _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]),
+                      _n(d.get("turns_cut")), _n(d.get("think_then_stop_cut")))
     console.print(table)
     if reasons:
         console.print(escape("failed, by reason: " + "; ".join(reasons)), soft_wrap=True)

@@ -17,6 +17,10 @@ evaluation's figures can be recomputed (docs/evaluate.md, "Diagnostics"):
   that produced no steps: a timed-out episode's partial dialogue is not kept);
 - **turns without a tool call**, and among them **think-then-stop turns** (:func:`is_think_then_stop`): the
   completion states the decision in its text or reasoning and makes no call;
+- **cut turns** (``turns_cut``): the completions the backend cut at its token cap (the call record's ``truncated``),
+  and **cut think-then-stop turns** (``think_then_stop_cut``): the think-then-stop turns among them, whose
+  ``<tool_call>`` may have been lost to the cap rather than never written; both ``None`` for a log written before
+  backends reported it (an answered turn without ``truncated``);
 - **ground truth retrieved** (a ground-truth product among the ids the episode's own searches returned) and
   **recommended** (among the recommended ids), as :mod:`shoparena.evaluate.choice` decides them;
 - **parse notes**: what the backend's text parser dropped from a completion (a malformed or unclosed
@@ -125,11 +129,17 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
                 totals["inference_failed"] += 1
                 continue
             totals["turns"] += 1
+            cut = c.get("truncated")
+            if not isinstance(cut, bool):
+                totals["turns_cut_unknown"] += 1
+            totals["turns_cut"] += cut is True
             emitted = c.get("tool_calls") or []
             totals["tool_calls"] += len(emitted) if isinstance(emitted, list) else 0
             if not emitted:
                 totals["turns_without_tool_call"] += 1
-                totals["think_then_stop"] += is_think_then_stop(c)
+                stopped = is_think_then_stop(c)
+                totals["think_then_stop"] += stopped
+                totals["think_then_stop_cut"] += stopped and cut is True
             parsed = c.get("parse_notes") or []
             if isinstance(parsed, list) and parsed:
                 totals["turns_with_parse_notes"] += 1
@@ -144,6 +154,8 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
     def count(name: str, *, needs_calls: bool = True) -> int | None:
         return totals[name] if have_calls or not needs_calls else None
 
+    knows_cut = have_calls and not totals["turns_cut_unknown"]  # every answered turn says whether it was cut
+
     out: dict[str, Any] = {
         "episodes": episodes, "finished": statuses["SUCCESS"], "timed_out": statuses["TIMED_OUT"],
         "failed": statuses["FAILED"], "failed_by_reason": dict(sorted(reasons.items())),
@@ -157,6 +169,8 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         },
         "turns_without_tool_call": count("turns_without_tool_call"),
         "think_then_stop": count("think_then_stop"),
+        "turns_cut": totals["turns_cut"] if knows_cut else None,
+        "think_then_stop_cut": totals["think_then_stop_cut"] if knows_cut else None,
         "gt_retrieved": count("gt_retrieved"), "gt_recommended": totals["gt_recommended"],
         "parse_notes": None if not have_calls else {
             "turns": totals["turns_with_parse_notes"], "notes": sum(notes.values()),

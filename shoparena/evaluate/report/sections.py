@@ -125,12 +125,15 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                  "answered; tool calls: those the completions emitted; steps: what the rollout kept (none for a "
                  "timed-out episode). Think-then-stop: a turn without a tool call whose text or reasoning states "
                  "the recommendation decision. Ground truth retrieved: among the ids the episode's own searches "
-                 "returned; recommended: among the ids it recommended. Per episode: means over every episode."))
+                 "returned; recommended: among the ids it recommended. Cut at the cap: turns the backend ended "
+                 "because they reached the token cap, not at an end token (a cut think-then-stop turn may have lost "
+                 "its tool call to the cap); – for a log written before backends reported it. Per episode: means "
+                 "over every episode."))
     outcome, turns, notes = [], [], []
     for label, d in found:
         if d is None:
             outcome.append([label, *["–"] * 5])
-            turns.append([label, *["–"] * 8])
+            turns.append([label, *["–"] * 10])
             continue
         w = f"models.{label}.diagnostics"
         d = obj(d, w)
@@ -146,7 +149,8 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                       _maybe(per.get("turns"), ".2f"), _maybe(per.get("tool_calls"), ".2f"),
                       _maybe(per.get("steps_recorded"), ".2f"), _count(d.get("turns_without_tool_call")),
                       _count(d.get("think_then_stop")),
-                      f"{_count(d.get('gt_retrieved'))} / {_count(d.get('gt_recommended'))}"])
+                      f"{_count(d.get('gt_retrieved'))} / {_count(d.get('gt_recommended'))}",
+                      _count(d.get("turns_cut")), _count(d.get("think_then_stop_cut"))])
         pn = d.get("parse_notes")
         if isinstance(pn, dict) and pn.get("notes"):
             kinds = obj(pn.get("by_kind", {}), f"{w}.parse_notes.by_kind")
@@ -156,7 +160,8 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                   outcome, text=(0, 5)),
             Table(["Model", "Inference calls / ep", "Inference failed", "Turns / ep", "Tool calls / ep",
                    "Steps recorded / ep", "Turns without a tool call", "Think-then-stop turns",
-                   "GT retrieved / recommended (episodes)"], turns))
+                   "GT retrieved / recommended (episodes)", "Turns cut at the cap", "Think-then-stop turns cut"],
+                  turns))
     if notes:
         doc.add(Para("Parse notes: what the backend's text parser dropped from a completion (a malformed or "
                      "unclosed <tool_call> block), by kind."),
