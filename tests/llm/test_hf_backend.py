@@ -16,12 +16,7 @@ from shoparena.errors import ConfigError, NotFoundError
 from shoparena.llm.hf_backend import HFBackend, completion_to_message
 from shoparena.llm.tiny import TEXT_TOKENS, build_tiny_qwen3
 from shoparena.llm.types import Sampling, get_backend
-
-TOOLS = [{"type": "function", "function": {
-    "name": "find_product", "description": "Search the catalog",
-    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
-USER = [{"role": "system", "content": "You are a shopping assistant."},
-        {"role": "user", "content": "a red floral dress under 700"}]
+from tests.llm.conversations import TOOLS, USER
 
 
 def _digest(path: Path) -> str:

@@ -26,16 +26,9 @@ from shoparena.errors import BackendError, ConfigError
 from shoparena.llm.abandon import Abandoned, abandon_when
 from shoparena.llm.hf_backend import HFBackend, completion_to_message, parse_hf_uri
 from shoparena.llm.types import Sampling, get_backend
+from tests.llm.conversations import CALL, TOOLS, USER
 
 CAP = 48
-TOOLS = [{"type": "function", "function": {
-    "name": "find_product", "description": "Search the catalog",
-    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
-USER = [{"role": "system", "content": "You are a shopping assistant."},
-        {"role": "user", "content": "a red floral dress under 700"}]
-CALL = {"role": "assistant", "content": None, "reasoning_content": "search first",
-        "tool_calls": [{"id": "c1", "type": "function",
-                        "function": {"name": "find_product", "arguments": '{"q": "red dress"}'}}]}
 CONVERSATIONS = [
     USER,
     [{"role": "user", "content": "hi"}],

@@ -32,15 +32,8 @@ from shoparena.llm.hf_backend import HFBackend
 from shoparena.llm.openai_backend import OpenAIBackend
 from shoparena.llm.serve import create_app
 from shoparena.llm.types import Sampling, chat_sync
+from tests.llm.conversations import CALL, TOOLS, USER
 
-TOOLS = [{"type": "function", "function": {
-    "name": "find_product", "description": "Search the catalog",
-    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
-USER = [{"role": "system", "content": "You are a shopping assistant."},
-        {"role": "user", "content": "a red floral dress under 700"}]
-CALL = {"role": "assistant", "content": None, "reasoning_content": "search first",
-        "tool_calls": [{"id": "c1", "type": "function",
-                        "function": {"name": "find_product", "arguments": '{"q": "red dress"}'}}]}
 CONVERSATIONS = [
     USER,
     [{"role": "user", "content": "hi"}],
