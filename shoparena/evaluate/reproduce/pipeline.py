@@ -242,8 +242,9 @@ def _arena_outcomes(root: Path, *, unless_usable: bool = False) -> Any:
 
 
 def check_arena(root: str | os.PathLike[str]) -> None:
-    """Refuse to go on from the run ``root``'s arena when it holds no usable trajectory (one made before the
-    simulation stopped on that itself, or resumed from such a run): the error
+    """Refuse to go on from the run ``root``'s arena, just made, when it holds no usable trajectory (the simulation
+    stops on most such arenas itself; an earlier arena resumed without work is left closed, and an empty one is
+    caught by :func:`check_corpus`): the error
     (:class:`~shoparena.arena.simulate.SimulationFailed`) names the arena's dominant failure and its count, with the
     simulation's own hint and exit code."""
     from shoparena.arena.simulate import SimulationFailed, check_day
@@ -509,7 +510,8 @@ def run_table1(cfg: Table1Config, *, progress: Say | None = None, matrix: Matrix
     if cfg.seed:
         text += f"\n# shoparena reproduce: every seed moved by {cfg.seed}\n"
     run.arena()
-    check_arena(run.root)  # nothing usable from the arena: stop here, naming why (not at training, hours later)
+    if "arena" in run.ran:  # nothing usable from the arena: stop here, naming why (not at training, hours later);
+        check_arena(run.root)  # a verified earlier arena is not reopened (a resumed finished run touches no file)
     run.corpus()
     check_corpus(run.root)
     run.base(recipe.seed)
