@@ -300,3 +300,31 @@ def test_recipe_run_samples_bank_problems_and_keeps_the_budget(bank_world: BankW
     assert m["problems"] == len(sampled) and m["kept_from_bank_problems"] > 0
     assert m["teacher_rows_available"] > 4 and m["teacher_rows_used"] == 4
     assert m["train_counts"]["rows"] == m["train_counts"]["kept"] == 4 and sum(m["rows_by_bucket_used"].values()) == 4
+
+
+def test_fresh_problems_script_writes_a_seeded_disjoint_problem_file(bank_world: BankWorld, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from shoparena.corpus.split import SplitManifest
+    from shoparena.tasks.loader import load_problems
+
+    spec = importlib.util.spec_from_file_location("fresh_problems",
+                                                  Path(__file__).parents[2] / "scripts" / "fresh_problems.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = ["--corpus", str(bank_world.corpus), "--catalog", str(bank_world.catalog), "-n", "5", "--seed", "1"]
+    assert script.main([*args, "--out", str(tmp_path / "a.jsonl")]) == 0
+    assert script.main([*args, "--out", str(tmp_path / "b.jsonl")]) == 0
+    a, b = (load_problems(tmp_path / f) for f in ("a.jsonl", "b.jsonl"))
+    assert [p.problem_id for p in a] == [p.problem_id for p in b] and 0 < len(a) <= 5  # seeded
+    split = SplitManifest.load(bank_world.corpus / "split.json")
+    held = {pid for name, info in split.partitions.items() if name != "train" for pid in info.problems}
+    train = {p.problem_id for p in bank_world.train}
+    assert not ({p.problem_id for p in a} & (held | train))
+    capsys.readouterr()
+    assert script.main([*args, "--out", str(tmp_path / "a.jsonl")]) == 2  # never overwritten
+    assert "error:" in capsys.readouterr().err
+    assert script.main(["--corpus", str(tmp_path / "none"), "--catalog", str(bank_world.catalog), "-n", "2",
+                        "--out", str(tmp_path / "c.jsonl")]) == 4
