@@ -214,6 +214,17 @@ def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: s
     return dest
 
 
+def is_derived_gguf(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a GGUF :func:`export_gguf` wrote from the weights that sit beside it now (its stamp is
+    their hash): a cache of those weights, made again on demand, which an artefact's digest can leave out so that
+    serving a checkpoint does not change what its run vouched for. A foreign GGUF (a downloaded one) is not."""
+    file = Path(path)
+    if file.suffix != ".gguf" or not file.is_file():
+        return False
+    weights = weights_sha256(file.parent)
+    return weights is not None and _stamp(file) == weights
+
+
 def _stamp(path: Path) -> str | None:
     """The checkpoint hash a GGUF we wrote records (``None`` for a foreign or unreadable file)."""
     try:

@@ -183,3 +183,25 @@ def test_special_token_ids_follow_the_tokenizer_config_then_the_model_config() -
     # an id outside the embedding (a mid-training policy's rows) or a name not in the vocabulary is not used
     assert special_token_ids(SimpleNamespace(bos_token_id=9, eos_token_id=2, pad_token_id=9), {"pad_token": "zz"},
                              ids, rows=4) == {"bos": 0, "eos": 2, "pad": 2, "unk": 0}
+
+
+def test_a_gguf_exported_beside_its_weights_is_a_cache_a_run_digest_leaves_out(prepared: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from shoparena.evaluate.reproduce.pipeline import _digest
+    from shoparena.llm.gguf_export import is_derived_gguf
+
+    model = tmp_path / "model"
+    shutil.copytree(prepared, model)
+    for old in model.glob("*.gguf"):  # start from the weights alone
+        old.unlink()
+    before = _digest(model)
+    served = export_gguf(model, dtype="F32")  # what a llama.cpp evaluation writes into the checkpoint it serves
+    assert served.parent == model and is_derived_gguf(served)
+    assert _digest(model) == before  # serving the checkpoint did not change what the run vouched for
+    (model / "other.gguf").write_bytes(b"GGUF not ours")  # a foreign GGUF is content, and counted
+    assert not is_derived_gguf(model / "other.gguf") and _digest(model) != before
+    (model / "other.gguf").unlink()
+    weights = next(model.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")  # new weights: the old export no longer derives
+    assert not is_derived_gguf(served) and _digest(model) != before

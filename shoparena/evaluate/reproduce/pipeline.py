@@ -83,11 +83,17 @@ Say = Callable[[str], None]
 
 
 def _digest(path: Path) -> str | None:
-    """sha256 of a file, or of a directory's file hashes; None when absent."""
+    """sha256 of a file, or of a directory's file hashes; None when absent. A GGUF exported from the weights beside
+    it (the llama.cpp evaluation writes one into each checkpoint it serves) is a cache of them, left out, so that
+    evaluating a trained stage does not make the train step's outputs look changed on ``--resume``."""
     if path.is_file():
         return sha256_file(path)
     if path.is_dir():
-        return canonical_hash({k: v["sha256"] for k, v in file_hashes(path).items()})
+        from shoparena.llm.gguf_export import is_derived_gguf
+
+        hashes = file_hashes(path)
+        return canonical_hash({k: v["sha256"] for k, v in hashes.items()
+                               if not (k.endswith(".gguf") and is_derived_gguf(path / k))})
     return None
 
 
