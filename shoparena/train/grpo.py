@@ -51,6 +51,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.train.reward import Callless
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import LearningRate, LoraConfig, StageConfig, StageResult, ToolProfile
 
@@ -90,7 +91,7 @@ class GRPOConfig(StageConfig):
     turn, ran out of turns or tokens, or terminated without recommending); 0 turns the penalty off. Such an episode
     has outcome 0, so at w 0.5 its blend is at most 0.5 and a penalty of 0.5 puts it at or below every episode that
     recommends."""
-    callless_turns: Literal["skipped", "aligned"] = "skipped"
+    callless_turns: Callless = "skipped"
     """How the step match treats a turn without a tool call: ``skipped`` — it scores 0 and takes no teacher step
     (it still counts as a turn), so it can never raise the match; ``aligned`` — compared by position like any turn,
     which lets it score ``NEUTRAL`` against a teacher turn without a call and shift later calls onto the teacher's

@@ -42,8 +42,8 @@ from typing import Any, Literal, get_args
 
 from shoparena.errors import ConfigError
 
-__all__ = ["CALLLESS", "NEUTRAL", "Callless", "blended_reward", "match_score", "mean_step_match", "normalize_calls",
-           "penalised_reward", "tool_match", "value_match"]
+__all__ = ["CALLLESS", "NEUTRAL", "Callless", "blended_reward", "check_callless", "check_stop_penalty", "match_score",
+           "mean_step_match", "normalize_calls", "penalised_reward", "tool_match", "value_match"]
 
 NEUTRAL = 0.5
 """The score of a step whose teacher made no tool call (correctness 0 on the [−3, 3] scale)."""
@@ -52,6 +52,20 @@ Callless = Literal["skipped", "aligned"]
 CALLLESS: tuple[str, ...] = get_args(Callless)
 """How :func:`mean_step_match` treats callless turns (module docstring): ``skipped`` — scored 0, out of the
 alignment; ``aligned`` — compared by position like any other turn."""
+
+
+def check_callless(callless: str) -> None:
+    """A :class:`ConfigError` unless ``callless`` is one of :data:`CALLLESS`."""
+    if callless not in CALLLESS:
+        raise ConfigError(f"callless={callless!r} is not one of {', '.join(CALLLESS)}",
+                          hint="skipped: a turn without a tool call scores 0 and takes no teacher step")
+
+
+def check_stop_penalty(stop_penalty: float) -> None:
+    """A :class:`ConfigError` unless the stop penalty lies in [0, 1]."""
+    if not 0.0 <= stop_penalty <= 1.0:
+        raise ConfigError(f"stop penalty {stop_penalty} is outside [0, 1]", hint="the recipe uses 0.5")
+
 
 _SPLIT = re.compile(r"[,\s]+")
 
@@ -162,9 +176,7 @@ def mean_step_match(pred_steps: Sequence[Sequence[Any] | None], teacher_steps: S
     call and stays aligned) score 0 and are taken out before aligning, while the mean still runs over all the
     episode's turns, so a callless turn never raises the match (module docstring). An episode without callless
     turns gets the same float either way."""
-    if callless not in CALLLESS:
-        raise ConfigError(f"callless={callless!r} is not one of {', '.join(CALLLESS)}",
-                          hint="skipped: a turn without a tool call scores 0 and takes no teacher step")
+    check_callless(callless)
     n = max(len(pred_steps), len(teacher_steps))
     if n == 0:
         return 0.0
@@ -185,8 +197,7 @@ def blended_reward(outcome: float, match: float, w: float = 0.5) -> float:
 def penalised_reward(reward: float, called_recommend: bool, stop_penalty: float) -> float:
     """An episode's reward after the stop penalty: ``reward − stop_penalty`` when the episode never called
     ``recommend_product`` (module docstring), else ``reward``; a penalty of 0 returns ``reward`` itself."""
-    if not 0.0 <= stop_penalty <= 1.0:
-        raise ConfigError(f"stop penalty {stop_penalty} is outside [0, 1]", hint="the recipe uses 0.5")
+    check_stop_penalty(stop_penalty)
     if called_recommend or stop_penalty == 0.0:
         return reward
     return reward - stop_penalty

@@ -54,7 +54,14 @@ from shoparena.env.turns import states_decision, turn_text
 from shoparena.errors import ConfigError, DataError
 from shoparena.llm.compact import compact_messages
 from shoparena.train.format import parse_tools, with_system
-from shoparena.train.reward import CALLLESS, Callless, blended_reward, mean_step_match, penalised_reward
+from shoparena.train.reward import (
+    Callless,
+    blended_reward,
+    check_callless,
+    check_stop_penalty,
+    mean_step_match,
+    penalised_reward,
+)
 
 __all__ = ["RolloutEnv", "TokenEpisode", "TurnSampler", "prompt_key", "render_prompt_ids", "run_token_episode",
            "run_token_episodes", "sample_concurrently", "sample_turns", "tool_suffix_ids", "turn_end_ids"]
@@ -322,11 +329,8 @@ def run_token_episodes(model: Any, tokenizer: Any, env: RolloutEnv, rows: Sequen
     loop in its own thread, each turn sampled by ``sampler`` (the episode's index and turn number say which draw),
     the environment's side of a turn (parsing, tool calls, rendering) one episode at a time. Both paths score the
     same way: ``stop_penalty`` and ``callless`` as in the module docstring (the defaults score with the blend alone)."""
-    if callless not in CALLLESS:
-        raise ConfigError(f"callless={callless!r} is not one of {', '.join(CALLLESS)}",
-                          hint="skipped: a turn without a tool call scores 0 and takes no teacher step")
-    if not 0.0 <= stop_penalty <= 1.0:
-        raise ConfigError(f"stop_penalty {stop_penalty} is outside [0, 1]", hint="the recipe uses 0.5")
+    check_callless(callless)  # before any episode is played
+    check_stop_penalty(stop_penalty)
     eos_ids, pad = turn_end_ids(tokenizer, model)
     players = [_Player(env, tokenizer, row, eos_ids, max_completion_length, turn_max_tokens) for row in rows]
     if sampler is not None:
