@@ -107,7 +107,7 @@ class LlamaCppSampler:
 
     def __init__(self, model_dir: str | Path, work_dir: str | Path, *, dtype: str = "F16", seed: int = 0,
                  threads: int | None = None, n_batch: int = 512) -> None:
-        from shoparena.llm.gguf_export import DTYPES, bpe_vocab
+        from shoparena.llm.gguf_export import DTYPES, bpe_vocab, read_tokenizer_config
 
         if dtype not in DTYPES:
             raise ConfigError(f"unknown GGUF dtype {dtype!r}", hint=f"one of {', '.join(DTYPES)}")
@@ -117,6 +117,7 @@ class LlamaCppSampler:
         self.threads = threads
         self.step = 0
         self.tokens, self.merges, self.special, self.pre = bpe_vocab(self.model_dir / "tokenizer.json")
+        self.tokenizer_config = read_tokenizer_config(self.model_dir)  # its special tokens, for every export
         self.top_k = 50
         self.engine: Any = None
         self.gguf: Path | None = None
@@ -180,7 +181,7 @@ class LlamaCppSampler:
         """Write ``model``'s current merged weights to ``work_dir/policy.<dtype>.gguf`` (replacing the last one)."""
         import os
 
-        from shoparena.llm.gguf_export import read_tokenizer_config, special_token_ids, write_llama_gguf
+        from shoparena.llm.gguf_export import special_token_ids, write_llama_gguf
 
         config = _config_of(model)
         if getattr(config, "model_type", None) != "llama":
@@ -191,7 +192,7 @@ class LlamaCppSampler:
         tokens = self.tokens + [f"[PAD{i}]" for i in range(len(self.tokens), rows)]
         ids = {t: i for i, t in enumerate(tokens)}
         special = [t for t in self.special if t in ids]
-        special_ids = special_token_ids(config, read_tokenizer_config(self.model_dir), ids, rows)
+        special_ids = special_token_ids(config, self.tokenizer_config, ids, rows)
 
         self.work_dir.mkdir(parents=True, exist_ok=True)
         dest = self.work_dir / f"policy.{self.dtype.lower()}.gguf"
