@@ -64,8 +64,8 @@ from shoparena.tasks.guard import prove
 from shoparena.tasks.types import BUCKETS, Problem
 
 __all__ = ["EXPORTABLE", "MAX_VALIDATION_FRACTION", "PARTITIONS", "SPLIT_FORMAT", "VALIDATION", "AssignedRows",
-           "PartitionInfo", "SplitConfig", "SplitManifest", "SplitProof", "assign_rows", "gt_ids_hash",
-           "split_problems", "verify_split"]
+           "PartitionInfo", "SplitConfig", "SplitManifest", "SplitProof", "assign_rows", "fresh_clusters",
+           "gt_ids_hash", "split_problems", "verify_split"]
 
 Partition = Literal["train", "eval", "never_touch", "validation"]
 #: The partitions every split holds.
@@ -114,6 +114,11 @@ class SplitConfig(BaseModel):
         if not 0 <= self.validation_fraction < MAX_VALIDATION_FRACTION:
             raise ValueError(f"validation_fraction must be in [0, {MAX_VALIDATION_FRACTION})")
         return self
+
+    def partitions(self) -> tuple[str, ...]:
+        """The partitions a split made with this config holds: train, eval and never_touch, plus validation when
+        :attr:`validation_fraction` asks for it."""
+        return PARTITIONS + ((VALIDATION,) if self.validation_fraction > 0 else ())
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -183,8 +188,8 @@ class SplitManifest(BaseModel):
 
     # ------------------------------------------------------------------ reading
     def expected_partitions(self) -> tuple[str, ...]:
-        """The partitions this split holds: train, eval and never_touch, plus validation when its config asks."""
-        return PARTITIONS + ((VALIDATION,) if self.config.validation_fraction > 0 else ())
+        """The partitions this split holds (:meth:`SplitConfig.partitions` of its config)."""
+        return self.config.partitions()
 
     def group_of(self) -> dict[str, str]:
         """Problem id → partition."""
@@ -341,10 +346,9 @@ def split_problems(problems: Iterable[Problem], *, clusters: Mapping[str, str] |
             if part != "train":
                 filled[part] += len(members[cid])
             partition_of[cid] = part
-    names = PARTITIONS
-    if cfg.validation_fraction > 0:
+    names = cfg.partitions()
+    if VALIDATION in names:
         _carve_validation(cfg, pool, partition_of)
-        names = (*PARTITIONS, VALIDATION)
     by_part: dict[str, list[str]] = {name: [] for name in names}
     for cid, mids in members.items():
         by_part[partition_of[cid]].extend(mids)
@@ -378,6 +382,13 @@ def _carve_validation(cfg: SplitConfig, pool: Mapping[str, list[str]], partition
                             "train empty", hint="build from more problems, lower --eval-fraction, or drop "
                             "--validation")
         partition_of[min(candidates, key=order)] = VALIDATION
+
+
+def fresh_clusters(problems: Iterable[Problem], config: ClusterConfig, *, categories: Any = None) -> dict[str, str]:
+    """A fresh leak clustering (problem → cluster) under a split's cluster ``config`` with the size limit off: the
+    re-clustering the guard proves a split, or any set chosen against one, disjoint on."""
+    cfg = config.model_copy(update={"max_cluster_fraction": 1.0})
+    return build_clusters(problems, config=cfg, categories=categories).assignment
 
 
 class SplitProof(BaseModel):
@@ -417,8 +428,7 @@ def verify_split(manifest: SplitManifest, problems: Iterable[Problem] | Mapping[
             violations.append(f"gt_ids_hashes: {name}'s GT product ids differ from those frozen in the manifest")
     violations += [f"{v.check}: {v.detail}" for v in prove(by_id, group_of, manifest.clusters)]
     if recluster:
-        fresh_cfg = manifest.config.cluster.model_copy(update={"max_cluster_fraction": 1.0})
-        fresh = build_clusters(by_id.values(), config=fresh_cfg, categories=categories).assignment
+        fresh = fresh_clusters(by_id.values(), manifest.config.cluster, categories=categories)
         violations += [f"fresh clustering: {v.check}: {v.detail}" for v in prove(by_id, group_of, fresh)
                        if v.check != "one_partition"]
     if violations:

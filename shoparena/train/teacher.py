@@ -52,9 +52,6 @@ BankPartition = Literal["open", "retired", "held_out", "reserve"]
 HELD_OUT_GROUP = "held_out"
 DRAWN_GROUP = "teacher_bank"
 BANK_DRAW_FILE = "bank_problems.json"
-RUN_MANIFEST = "manifest.json"
-RUN_FORMAT = "shoparena-train/1"
-"""The recipe run manifest's format (:data:`shoparena.train.recipe.FORMAT`), checked before its corpus is read."""
 
 
 class TeacherConfig(SFTConfig):
@@ -145,15 +142,6 @@ def _quotas(sizes: Mapping[str, int], n: int) -> dict[str, int]:
     return out
 
 
-def _fresh_map(problems: Mapping[str, Problem], split: SplitManifest) -> dict[str, str]:
-    """A fresh leak clustering of ``problems`` with the split's cluster config (size limit off, as
-    :func:`shoparena.corpus.split.verify_split` re-clusters)."""
-    from shoparena.tasks.clusters import build_clusters
-
-    cfg = split.config.cluster.model_copy(update={"max_cluster_fraction": 1.0})
-    return build_clusters(problems.values(), config=cfg).assignment
-
-
 def draw_bank_problems(bank: BankSet, split: SplitManifest, held_out: Mapping[str, Problem], train_ids: Collection[str], n: int,
                        seed: int | str, *, partitions: Sequence[str] = ("open", "retired"),
                        known_product: Callable[[str], bool] | None = None) -> BankDraw:
@@ -164,6 +152,7 @@ def draw_bank_problems(bank: BankSet, split: SplitManifest, held_out: Mapping[st
     ``held_out`` problem (every problem of the split's partitions other than ``train``), not clustered with one by a
     fresh clustering, every GT product in the catalog (``known_product``). Per bucket (its share of the eligible
     pool) the problems are taken in ``sha256(seed, id)`` order; the choice is then proven (:func:`prove_fresh`)."""
+    from shoparena.corpus.split import fresh_clusters
     from shoparena.tasks.signatures import canonical_query
 
     if "static" in partitions:
@@ -202,7 +191,7 @@ def draw_bank_problems(bank: BankSet, split: SplitManifest, held_out: Mapping[st
         else:
             draw.refuse(reason, pid)
     if candidates:  # a fresh clustering links what the stored maps may not (paraphrases, signatures)
-        fresh = _fresh_map({**held_out, **candidates}, split)
+        fresh = fresh_clusters({**held_out, **candidates}.values(), split.config.cluster)
         tainted = {fresh[pid] for pid in held_out}
         for pid in [pid for pid in candidates if fresh[pid] in tainted]:
             del candidates[pid]
@@ -226,6 +215,7 @@ def prove_fresh(chosen: Sequence[Problem], held_out: Mapping[str, Problem], spli
     product ids, canonical queries): on each ``stored`` cluster map (problem → cluster; default: the split's; a
     problem a map lacks is its own cluster there) and on a fresh clustering with the split's cluster config.
     Returns the checks passed; any violation raises :class:`LeakError` listing each."""
+    from shoparena.corpus.split import fresh_clusters
     from shoparena.tasks.guard import prove
 
     if not chosen:
@@ -239,7 +229,7 @@ def prove_fresh(chosen: Sequence[Problem], held_out: Mapping[str, Problem], spli
         one = {pid: clusters.get(pid, f"problem:{pid}") for pid in problems}
         violations += [f"{v.check}: {v.detail}" for v in prove(problems, group_of, one)]
     violations += [f"fresh clustering: {v.check}: {v.detail}"
-                   for v in prove(problems, group_of, _fresh_map(problems, split))]
+                   for v in prove(problems, group_of, fresh_clusters(problems.values(), split.config.cluster))]
     if violations:
         raise LeakError(f"fresh bank problems for the teacher cross the leak-cluster guard ({len(violations)} "
                         f"violations): {violations[0]}",
@@ -275,22 +265,6 @@ def held_out_problems(corpus_dir: str | os.PathLike[str], *, banks: str | os.Pat
             found = partition_problems(root, name, problems=banks)
         out.update((p.problem_id, p) for p in found)
     return split, out
-
-
-def _corpus_of_run(out: Path) -> Path | None:
-    """The corpus of the recipe run whose stage directory is ``out`` (``run_recipe`` writes the run's
-    ``manifest.json``, corpus relative to the run, before any stage)."""
-    from shoparena.artefact import resolve_recorded
-
-    path = out.parent / RUN_MANIFEST
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(body, dict) or body.get("format") != RUN_FORMAT:
-        return None
-    corpus = body.get("corpus")
-    return resolve_recorded(corpus, out.parent) if isinstance(corpus, str) and corpus else None
 
 
 def find_banks(config: TeacherConfig, corpus_dir: str | os.PathLike[str]) -> Path:
@@ -387,8 +361,8 @@ def train_teacher(model_dir: str | os.PathLike[str], problems: Sequence[Problem]
                   corpus_dir: str | os.PathLike[str] | None = None) -> StageResult:
     """Collect the teacher's successful trajectories on the train problems (plus ``config.bank_problems`` fresh
     bank problems), up-sample, keep ``config.max_rows`` of them, continue SFT into ``out_dir/model``.
-    ``corpus_dir``: the corpus the train problems came from (its split and banks); default: the corpus of the
-    recipe run ``out_dir`` is a stage of."""
+    ``corpus_dir``: the corpus the train problems came from (its split and banks; ``run_recipe`` passes it), needed
+    for ``bank_problems``."""
     out = Path(out_dir)
     if resume and (done := load_stage(out)) is not None:
         return done
@@ -406,7 +380,7 @@ def train_teacher(model_dir: str | os.PathLike[str], problems: Sequence[Problem]
     bank_metrics: dict[str, Any] = {}
     drawn: list[Problem] = []
     if config.bank_problems:
-        corpus = Path(corpus_dir) if corpus_dir is not None else _corpus_of_run(out)
+        corpus = Path(corpus_dir) if corpus_dir is not None else None
         banks, draw = _bank_draw(config, {p.problem_id for p in problems}, corpus, catalog_dir)
         drawn = draw.problems
         (out / BANK_DRAW_FILE).write_text(json.dumps({
