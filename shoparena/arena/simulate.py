@@ -180,12 +180,17 @@ class DayOutcomes:
 
     def add(self, status: str, error: str | None = None) -> None:
         """One episode with its envelope status and its record's error."""
-        self.episodes += 1
         if status == "SUCCESS":
-            self.usable += 1
+            self.add_usable(1)
             return
+        self.episodes += 1
         kind, infra = failure_kind(status, error)
         self._failed(kind, infra, error, 1)
+
+    def add_usable(self, n: int) -> None:
+        """``n`` episodes that left a usable trajectory."""
+        self.episodes += n
+        self.usable += n
 
     def add_unstarted(self, n: int, reason: str | None = None) -> None:
         """``n`` episodes whose sandbox never reached the agent (the validator's ``INFRA_FAILED`` problems, which
@@ -272,14 +277,12 @@ def check_day(outcomes: DayOutcomes) -> None:
 def store_outcomes(store: Any, eval_run_ids: Iterable[str] | None = None, *, day: int | None = None
                    ) -> DayOutcomes:
     """The outcomes of the records of ``eval_run_ids`` (each run once; every record of the store when None): the
-    failed ones' errors read from their bodies, the rest from the record rows."""
+    usable ones counted, the failed ones' errors read from their bodies."""
     out = DayOutcomes(day=day)
     runs: list[str | None] = list(dict.fromkeys(eval_run_ids)) if eval_run_ids is not None else [None]
     for run in runs:
         where = {} if run is None else {"eval_run_id": run}
-        for row in store.rows(**where):
-            if row.status == "SUCCESS":
-                out.add("SUCCESS")
+        out.add_usable(store.count(status="SUCCESS", **where))
         for record in store.query(status=("FAILED", "TIMED_OUT"), **where):
             out.add(record.status, (record.outcome or {}).get("error"))
     return out
