@@ -26,19 +26,13 @@ from shoparena.errors import BackendError, ConfigError
 from shoparena.llm.abandon import Abandoned, abandon_when
 from shoparena.llm.hf_backend import HFBackend, completion_to_message, parse_hf_uri
 from shoparena.llm.types import Sampling, get_backend
-from tests.llm.conversations import CALL, TOOLS, USER
+from tests.llm.conversations import CONVERSATIONS as SHARED
+from tests.llm.conversations import TOOLS, USER
 
 CAP = 48
-CONVERSATIONS = [
-    USER,
-    [{"role": "user", "content": "hi"}],
-    [*USER, CALL, {"role": "tool", "tool_call_id": "c1", "content": '[{"product_id": "1", "price": 650}]'}],
-    [*USER, CALL, {"role": "tool", "tool_call_id": "c1", "content": "[]"}],
-    [{"role": "user", "content": "violin bow, full size"}],
-    [*USER, {"role": "assistant", "content": "Let me search."}, {"role": "user", "content": "cheaper"}],
-    [{"role": "user", "content": "wireless earbuds from an official store"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "rice cooker"}],
-]
+# the shared conversations with a text turn and a follow-up inserted after the fifth
+CONVERSATIONS = [*SHARED[:5], [*USER, {"role": "assistant", "content": "Let me search."},
+                               {"role": "user", "content": "cheaper"}], *SHARED[5:]]
 
 
 @pytest.fixture(scope="module")

@@ -32,17 +32,8 @@ from shoparena.llm.hf_backend import HFBackend
 from shoparena.llm.openai_backend import OpenAIBackend
 from shoparena.llm.serve import create_app
 from shoparena.llm.types import Sampling, chat_sync
-from tests.llm.conversations import CALL, TOOLS, USER
+from tests.llm.conversations import CONVERSATIONS, TOOLS, USER
 
-CONVERSATIONS = [
-    USER,
-    [{"role": "user", "content": "hi"}],
-    [*USER, CALL, {"role": "tool", "tool_call_id": "c1", "content": '[{"product_id": "1", "price": 650}]'}],
-    [*USER, CALL, {"role": "tool", "tool_call_id": "c1", "content": "[]"}],
-    [{"role": "user", "content": "violin bow, full size"}],
-    [{"role": "user", "content": "wireless earbuds from an official store"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "rice cooker"}],
-]
 CAP = 12
 MORE = 40
 
