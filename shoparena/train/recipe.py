@@ -42,7 +42,7 @@ from shoparena.train.kto import KTOConfig
 from shoparena.train.rs import RSConfig
 from shoparena.train.sft import SFTConfig
 from shoparena.train.teacher import TeacherConfig
-from shoparena.train.trainer import BarFactory, StageProgress
+from shoparena.train.trainer import BarFactory, StageProgress, release_memory
 from shoparena.train.types import StageResult
 
 __all__ = ["BUILTIN_RECIPES", "RUN_DIR", "STAGES", "Recipe", "TrainManifest", "in_run", "load_recipe",
@@ -421,6 +421,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         if done is None:
             _inherit_format(model, Path(result.model_dir))
             result = write_stage(sdir, result.model_copy(update={"key_sha256": key}))
+            release_memory()  # the next stage starts from what this one freed, not on top of it
         input_sha = result.checkpoint_sha256
         manifest.stages.append(result)
         manifest.checkpoints[name] = result.checkpoint_sha256

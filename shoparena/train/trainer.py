@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from shoparena.train.types import StageConfig
 
 __all__ = ["LOGGER", "BarFactory", "StageProgress", "model_dtype", "precision", "quiet", "quiet_datasets",
-           "trainer_args", "trainer_callbacks"]
+           "release_memory", "trainer_args", "trainer_callbacks"]
 
 LOGGER = "shoparena.train"
 """The logger that carries every trainer's per-step log (JSON), one record per logged step."""
@@ -26,6 +27,40 @@ LOGGER = "shoparena.train"
 BarFactory = Callable[[str, int | None], contextlib.AbstractContextManager[Callable[[int], None]]]
 """``bar(description, total)``: a context manager yielding ``advance(n)`` (``shoparena.cli._common.progress_bar``
 has this shape)."""
+
+
+def release_memory() -> tuple[int, int] | None:
+    """Hand the memory a finished stage freed back to the system: collect garbage, empty the CUDA cache, and on
+    glibc trim every malloc arena (``malloc_trim(0)``). Without the trim a process running several stages keeps
+    each stage's freed tensors in its heap: glibc serves tensors below its (dynamic, up to 32 MiB) mmap threshold
+    from the heap and returns their pages only at its top, so one SmolLM2 SFT stage leaves about 5.6 GB resident
+    that the trim brings to 0.7 GB, and five stages in one process ran out of a 23 GB machine's memory.
+    Returns the resident set in MiB ``(before, after)``, or ``None`` where it cannot be read (not Linux)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    before = _rss_mib()
+    gc.collect()
+    torch = sys.modules.get("torch")  # a process that never loaded torch has no cache to empty
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    name = ctypes.util.find_library("c")
+    if name is not None:
+        with contextlib.suppress(OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+            ctypes.CDLL(name).malloc_trim(0)
+    after = _rss_mib()
+    return None if before is None or after is None else (before, after)
+
+
+def _rss_mib() -> int | None:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    import os
+
+    return pages * os.sysconf("SC_PAGE_SIZE") // (1 << 20)
 
 
 def _cuda() -> bool:

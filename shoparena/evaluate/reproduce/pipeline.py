@@ -34,6 +34,7 @@ from shoparena.errors import ConfigError, DataError, NotFoundError
 from shoparena.evaluate.reproduce.matrix import Matrix, Profile, get_profile, load_matrix
 from shoparena.evaluate.reproduce.results import RESULTS_FORMAT, partition_results, render_results
 from shoparena.seal import canonical_hash, file_hashes, read_json, seal, seal_errors, sha256_file, write_json
+from shoparena.train.trainer import release_memory
 
 __all__ = ["RUN_FORMAT", "STEPS", "STEP_FORMAT", "StepRecord", "Table1Config", "check_arena", "check_corpus",
            "preflight", "read_results", "run_table1"]
@@ -336,6 +337,7 @@ class _Run:
         _write_record(self.root, StepRecord(step=name, key=key, detail=old.detail if in_place and old else {}))
         t0 = time.perf_counter()
         outputs, detail = run()
+        release_memory()  # a step's models and engines are gone: the next step starts from what it freed
         record = _write_record(self.root, StepRecord(
             step=name, key=key, finished=True, seconds=round(time.perf_counter() - t0, 1), detail=detail,
             outputs={rel: d for rel in outputs if (d := _digest(self.root / rel)) is not None}))
