@@ -259,7 +259,7 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
     table = Table(title="what happened in the episodes (docs/evaluate.md, Diagnostics)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), caption_justify="left",
                   caption="eps: episodes; /ep: mean per episode; no call: turns without a tool call; t-t-stop: "
-                          "think-then-stop turns (a decision stated, no call made); GT ret / rec: episodes whose "
+                          "think-then-stop turns (a decision stated, no call made) / episodes with one; GT ret / rec: episodes whose "
                           "own searches retrieved / that recommended a ground-truth product; notes: parse notes; cut: turns "
                           "cut at the token cap; t-t-s cut: think-then-stop turns among them (– : a log from before "
                           "backends reported it)")
@@ -278,12 +278,19 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
         notes = d.get("parse_notes")
         table.add_row(escape(label), str(d["episodes"]), str(d["finished"]), str(d["timed_out"]), str(d["failed"]),
                       _per(per["inference_calls"]), _per(per["turns"]), _per(per["tool_calls"]),
-                      _n(d["turns_without_tool_call"]), _n(d["think_then_stop"]), _n(d["gt_retrieved"]),
+                      _n(d["turns_without_tool_call"]), _tts(d), _n(d["gt_retrieved"]),
                       _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]),
                       _n(d.get("turns_cut")), _n(d.get("think_then_stop_cut")))
     console.print(table)
     if reasons:
         console.print(escape("failed, by reason: " + "; ".join(reasons)), soft_wrap=True)
+
+
+def _tts(d: dict[str, Any]) -> str:
+    """Think-then-stop turns / episodes with one (``–`` without a call log; the turns alone for a diagnostics
+    body written before episodes were counted)."""
+    turns, episodes = d.get("think_then_stop"), d.get("episodes_think_then_stop")
+    return _n(turns) if episodes is None or turns is None else f"{turns}/{episodes}"
 
 
 def _per(x: float | None) -> str:

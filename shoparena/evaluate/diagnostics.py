@@ -16,7 +16,10 @@ evaluation's figures can be recomputed (docs/evaluate.md, "Diagnostics"):
   parsed them); **steps recorded**: the steps the episode's rollout kept (``rollouts.jsonl``; none for an episode
   that produced no steps: a timed-out episode's partial dialogue is not kept);
 - **turns without a tool call**, and among them **think-then-stop turns** (:func:`is_think_then_stop`): the
-  completion states the decision in its text or reasoning and makes no call;
+  completion states the decision in its text or reasoning and makes no call; and the **episodes with a
+  think-then-stop turn** (``episodes_think_then_stop``). The turn count grows with how many turns an episode gets
+  before its clock ends, so the same model counts more of them on a faster (or quieter) machine; the episode count
+  does not, and is the one to compare between runs made under different load;
 - **cut turns** (``turns_cut``): the completions the backend cut at its token cap (the call record's ``truncated``),
   and **cut think-then-stop turns** (``think_then_stop_cut``): the think-then-stop turns among them, whose
   ``<tool_call>`` may have been lost to the cap rather than never written; both ``None`` for a log written before
@@ -119,6 +122,7 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         if rollouts is not None and run.get("steps"):  # steps 0: the placeholder of an episode with none
             steps = rollouts[i]
             totals["steps_recorded"] += len(steps) if isinstance(steps, list) else 0
+        stopped_here = False
         for c in by_episode.get(key, []):
             if c.get("kind") == "search":
                 totals["search_calls"] += 1
@@ -140,10 +144,12 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
                 stopped = is_think_then_stop(c)
                 totals["think_then_stop"] += stopped
                 totals["think_then_stop_cut"] += stopped and cut is True
+                stopped_here = stopped_here or stopped
             parsed = c.get("parse_notes") or []
             if isinstance(parsed, list) and parsed:
                 totals["turns_with_parse_notes"] += 1
                 notes.update(note_kind(n) for n in parsed)
+        totals["episodes_think_then_stop"] += stopped_here
         rec = recommended.get(key, [])
         flags = episode_choice(truth[key[0]], found.get(key, set()), rec if isinstance(rec, list) else [])
         totals["gt_retrieved"] += flags["retrieved"]
@@ -169,6 +175,7 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         },
         "turns_without_tool_call": count("turns_without_tool_call"),
         "think_then_stop": count("think_then_stop"),
+        "episodes_think_then_stop": count("episodes_think_then_stop"),
         "turns_cut": totals["turns_cut"] if knows_cut else None,
         "think_then_stop_cut": totals["think_then_stop_cut"] if knows_cut else None,
         "gt_retrieved": count("gt_retrieved"), "gt_recommended": totals["gt_recommended"],

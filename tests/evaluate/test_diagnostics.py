@@ -96,6 +96,7 @@ def test_counts_of_a_hand_made_run(tmp_path: Path) -> None:
     assert d["per_episode"] == {"inference_calls": 1.5, "turns": 1.25, "tool_calls": 0.5, "steps_recorded": 0.75}
     assert d["turns_without_tool_call"] == 3
     assert d["think_then_stop"] == 2
+    assert d["episodes_think_then_stop"] == 2  # p1's two samples, one such turn each
     assert (d["gt_retrieved"], d["gt_recommended"]) == (1, 1)
     assert d["parse_notes"] == {"turns": 1, "notes": 2,
                                 "by_kind": {"malformed <tool_call> JSON": 1, "unknown tool … skipped": 1}}
@@ -164,3 +165,14 @@ def test_the_summary_carries_the_diagnostics_of_each_model(tmp_path: Path) -> No
     assert body["models"]["a"]["diagnostics"] == run_diagnostics(tmp_path / "models" / "a", PROBLEMS)
     assert body["models"]["b"]["diagnostics"]["think_then_stop"] == 2
     assert json.loads((tmp_path / "evaluation.json").read_text(encoding="utf-8")) == body
+
+
+def test_think_then_stop_episodes_do_not_grow_with_the_turns_an_episode_gets(tmp_path: Path) -> None:
+    """An episode that states its decision without the call again and again until its clock ends counts every
+    such turn, so a faster machine gives more turns; it is still one episode with think-then-stop."""
+    looping = [_inference("p1", 1, reasoning=f"Recommending G1. Attempt {i}.") for i in range(5)]
+    run = _write(tmp_path / "m", runs=RUNS, rollouts=ROLLOUTS, calls=[*CALLS, *looping], scores=SCORES)
+    d = run_diagnostics(run, PROBLEMS)
+    assert d is not None
+    assert d["think_then_stop"] == 7 and d["episodes_think_then_stop"] == 2
+    assert run_diagnostics(_write(tmp_path / "none", runs=RUNS, scores=SCORES), PROBLEMS)["episodes_think_then_stop"] is None

@@ -285,7 +285,8 @@ def test_what_happened_in_the_episodes(rendered, evaluated, tmp_path: Path) -> N
         per = d["per_episode"]
         assert (f"| {label} | {per['inference_calls']:.2f} | {d['totals']['inference_failed']} | "
                 f"{per['turns']:.2f} | {per['tool_calls']:.2f} |") in text
-        assert f"| {d['think_then_stop']} | {d['gt_retrieved']} / {d['gt_recommended']} |" in text
+        assert (f"| {d['think_then_stop']} | {d['episodes_think_then_stop']} | "
+                f"{d['gt_retrieved']} / {d['gt_recommended']} |") in text
     assert "the baseline is expert" in text
     # a model whose every episode failed on its backend is said so; an evaluation without diagnostics renders
     out, _ = evaluated

@@ -124,7 +124,8 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                  "recorded. Inference calls: requests to the model through the gateway; turns: the completions it "
                  "answered; tool calls: those the completions emitted; steps: what the rollout kept (none for a "
                  "timed-out episode). Think-then-stop: a turn without a tool call whose text or reasoning states "
-                 "the recommendation decision. Ground truth retrieved: among the ids the episode's own searches "
+                 "the recommendation decision; the turns grow with how many turns an episode gets before its clock ends (a "
+                 "faster or quieter machine gives more), the episodes with one do not. Ground truth retrieved: among the ids the episode's own searches "
                  "returned; recommended: among the ids it recommended. Cut at the cap: turns the backend ended "
                  "because they reached the token cap, not at an end token (a cut think-then-stop turn may have lost "
                  "its tool call to the cap); – for a log written before backends reported it. Per episode: means "
@@ -148,7 +149,7 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
         turns.append([label, _maybe(per.get("inference_calls"), ".2f"), _count(totals.get("inference_failed")),
                       _maybe(per.get("turns"), ".2f"), _maybe(per.get("tool_calls"), ".2f"),
                       _maybe(per.get("steps_recorded"), ".2f"), _count(d.get("turns_without_tool_call")),
-                      _count(d.get("think_then_stop")),
+                      _count(d.get("think_then_stop")), _count(d.get("episodes_think_then_stop")),
                       f"{_count(d.get('gt_retrieved'))} / {_count(d.get('gt_recommended'))}",
                       _count(d.get("turns_cut")), _count(d.get("think_then_stop_cut"))])
         pn = d.get("parse_notes")
@@ -160,6 +161,7 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                   outcome, text=(0, 5)),
             Table(["Model", "Inference calls / ep", "Inference failed", "Turns / ep", "Tool calls / ep",
                    "Steps recorded / ep", "Turns without a tool call", "Think-then-stop turns",
+                   "Episodes with think-then-stop",
                    "GT retrieved / recommended (episodes)", "Turns cut at the cap", "Think-then-stop turns cut"],
                   turns))
     if notes:
