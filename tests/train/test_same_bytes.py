@@ -3,24 +3,18 @@ the same checkpoint bytes, and bad input is one ``error:`` line with the README'
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.scripts import load_script
 from tests.train.conftest import TrainWorld
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "same_bytes.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("same_bytes", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("same_bytes")
 
 
 def test_two_runs_from_the_same_inputs_hash_the_same(tiny_model: Path, train_world: TrainWorld, tmp_path: Path,

@@ -3,7 +3,6 @@ weights' relative distance; bad input is one ``error:`` line, exit 2."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -11,17 +10,12 @@ from types import ModuleType
 
 import pytest
 
+from tests.scripts import load_script
 from tests.train.conftest import TrainWorld
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "stage_kl.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("stage_kl", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("stage_kl")
 
 
 def test_the_same_checkpoint_is_zero_apart_and_another_is_not(tiny_model: Path, train_world: TrainWorld,

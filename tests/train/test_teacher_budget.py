@@ -304,16 +304,11 @@ def test_recipe_run_samples_bank_problems_and_keeps_the_budget(bank_world: BankW
 
 def test_fresh_problems_script_writes_a_seeded_disjoint_problem_file(bank_world: BankWorld, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
-
     from shoparena.corpus.split import SplitManifest
     from shoparena.tasks.loader import load_problems
+    from tests.scripts import load_script
 
-    spec = importlib.util.spec_from_file_location("fresh_problems",
-                                                  Path(__file__).parents[2] / "scripts" / "fresh_problems.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("fresh_problems")
     args = ["--corpus", str(bank_world.corpus), "--catalog", str(bank_world.catalog), "-n", "5", "--seed", "1"]
     assert script.main([*args, "--out", str(tmp_path / "a.jsonl")]) == 0
     assert script.main([*args, "--out", str(tmp_path / "b.jsonl")]) == 0

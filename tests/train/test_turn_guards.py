@@ -5,7 +5,6 @@ tools, and ``scripts/row_turns.py`` measures the rows against the serving cap.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -22,9 +21,9 @@ from shoparena.train.recipe import parse_recipe
 from shoparena.train.rs import without_callless
 from shoparena.train.sft import SFTConfig, train_sft
 from shoparena.train.trainer import LOGGER
+from tests.scripts import load_script
 
 TOOLS = json.dumps(get_toolset("upstream4").specs())
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _call(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
@@ -172,11 +171,7 @@ def test_an_unknown_excluded_tool_is_a_config_error_at_recipe_load() -> None:
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("row_turns", ROOT / "scripts" / "row_turns.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("row_turns")
 
 
 def test_row_turns_measures_sft_and_kto_rows(tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
