@@ -51,7 +51,7 @@ def _rows(path: Path, n: int) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
             _fail(f"{path}:{i}: not an SFT row (no messages list)", "give a corpus's sft_*.jsonl")
         rows.append(row)
-    return rows[: max(n * 4, n)]  # a few spare rows: some may not render or be too long
+    return rows[: n * 4]  # a few spare rows: some may not render or be too long
 
 
 def main(argv: list[str] | None = None) -> int:
