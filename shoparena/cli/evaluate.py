@@ -259,18 +259,19 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
     table = Table(title="what happened in the episodes (docs/evaluate.md, Diagnostics)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), caption_justify="left",
                   caption="eps: episodes; /ep: mean per episode; no call: turns without a tool call; t-t-stop: "
-                          "think-then-stop turns (a decision stated, no call made) / episodes with one; GT ret / rec: episodes whose "
+                          "think-then-stop turns (a decision stated, no call made) / episodes with one; repeats: tool calls "
+                          "repeating one the episode already made / episodes with one; GT ret / rec: episodes whose "
                           "own searches retrieved / that recommended a ground-truth product; notes: parse notes; cut: turns "
                           "cut at the token cap; t-t-s cut: think-then-stop turns among them (– : a log from before "
                           "backends reported it)")
     table.add_column("model", no_wrap=True)
     for col in ("eps", "finished", "timeout", "failed", "calls/ep", "turns/ep", "tools/ep", "no call", "t-t-stop",
-                "GT ret", "GT rec", "notes", "cut", "t-t-s cut"):
+                "repeats", "GT ret", "GT rec", "notes", "cut", "t-t-s cut"):
         table.add_column(col, justify="right", no_wrap=True)
     reasons: list[str] = []
     for label, d in rows:
         if not d:
-            table.add_row(escape(label), *["–"] * 14)
+            table.add_row(escape(label), *["–"] * 15)
             continue
         per = d["per_episode"]
         if d["failed_by_reason"]:
@@ -278,7 +279,8 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
         notes = d.get("parse_notes")
         table.add_row(escape(label), str(d["episodes"]), str(d["finished"]), str(d["timed_out"]), str(d["failed"]),
                       _per(per["inference_calls"]), _per(per["turns"]), _per(per["tool_calls"]),
-                      _n(d["turns_without_tool_call"]), _tts(d), _n(d["gt_retrieved"]),
+                      _n(d["turns_without_tool_call"]), _tts(d),
+                      _pair(d.get("repeated_tool_calls"), d.get("episodes_repeating")), _n(d["gt_retrieved"]),
                       _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]),
                       _n(d.get("turns_cut")), _n(d.get("think_then_stop_cut")))
     console.print(table)
@@ -289,8 +291,13 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
 def _tts(d: dict[str, Any]) -> str:
     """Think-then-stop turns / episodes with one (``–`` without a call log; the turns alone for a diagnostics
     body written before episodes were counted)."""
-    turns, episodes = d.get("think_then_stop"), d.get("episodes_think_then_stop")
-    return _n(turns) if episodes is None or turns is None else f"{turns}/{episodes}"
+    return _pair(d.get("think_then_stop"), d.get("episodes_think_then_stop"))
+
+
+def _pair(count: int | None, episodes: int | None) -> str:
+    """A count and the episodes it occurs in as ``count/episodes``; the count alone when the episodes are not
+    known (a diagnostics body written before they were counted), ``–`` when neither is."""
+    return _n(count) if episodes is None or count is None else f"{count}/{episodes}"
 
 
 def _per(x: float | None) -> str:

@@ -20,6 +20,10 @@ evaluation's figures can be recomputed (docs/evaluate.md, "Diagnostics"):
   think-then-stop turn** (``episodes_think_then_stop``). The turn count grows with how many turns an episode gets
   before its clock ends, so the same model counts more of them on a faster (or quieter) machine; the episode count
   does not, and is the one to compare between runs made under different load;
+- **repeated tool calls** (``repeated_tool_calls``): tool calls with the same name and arguments as one the
+  same episode already emitted — a loop, which the teacher's traces never make — and the **episodes with one**
+  (``episodes_repeating``); **timed out after recommending** (``timed_out_after_recommending``): episodes that
+  called ``recommend_product`` and still ran out of time instead of ending;
 - **cut turns** (``turns_cut``): the completions the backend cut at its token cap (the call record's ``truncated``),
   and **cut think-then-stop turns** (``think_then_stop_cut``): the think-then-stop turns among them, whose
   ``<tool_call>`` may have been lost to the cap rather than never written; both ``None`` for a log written before
@@ -32,6 +36,7 @@ evaluation's figures can be recomputed (docs/evaluate.md, "Diagnostics"):
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -72,6 +77,13 @@ def _objects(rows: list[Any], path: Path) -> list[dict[str, Any]]:
     if not all(isinstance(r, dict) for r in rows):
         raise DataError(f"{path}: a line is not a JSON object")
     return rows
+
+
+def _call_key(call: Any) -> str | None:
+    """What makes two tool calls the same call: the tool's name and its arguments (canonical JSON)."""
+    if not isinstance(call, dict):
+        return None
+    return json.dumps([call.get("name"), call.get("arguments")], sort_keys=True, default=str)
 
 
 def _mean(total: int, n: int) -> float | None:
@@ -122,7 +134,9 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         if rollouts is not None and run.get("steps"):  # steps 0: the placeholder of an episode with none
             steps = rollouts[i]
             totals["steps_recorded"] += len(steps) if isinstance(steps, list) else 0
-        stopped_here = False
+        stopped_here = recommended_here = False
+        made: set[str] = set()
+        repeats = 0
         for c in by_episode.get(key, []):
             if c.get("kind") == "search":
                 totals["search_calls"] += 1
@@ -139,6 +153,13 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
             totals["turns_cut"] += cut is True
             emitted = c.get("tool_calls") or []
             totals["tool_calls"] += len(emitted) if isinstance(emitted, list) else 0
+            for call in emitted if isinstance(emitted, list) else []:
+                made_key = _call_key(call)
+                if made_key is None:
+                    continue
+                repeats += made_key in made
+                made.add(made_key)
+                recommended_here = recommended_here or call.get("name") == "recommend_product"
             if not emitted:
                 totals["turns_without_tool_call"] += 1
                 stopped = is_think_then_stop(c)
@@ -150,6 +171,9 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
                 totals["turns_with_parse_notes"] += 1
                 notes.update(note_kind(n) for n in parsed)
         totals["episodes_think_then_stop"] += stopped_here
+        totals["repeated_tool_calls"] += repeats
+        totals["episodes_repeating"] += repeats > 0
+        totals["timed_out_after_recommending"] += recommended_here and status == "TIMED_OUT"
         rec = recommended.get(key, [])
         flags = episode_choice(truth[key[0]], found.get(key, set()), rec if isinstance(rec, list) else [])
         totals["gt_retrieved"] += flags["retrieved"]
@@ -176,6 +200,9 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         "turns_without_tool_call": count("turns_without_tool_call"),
         "think_then_stop": count("think_then_stop"),
         "episodes_think_then_stop": count("episodes_think_then_stop"),
+        "repeated_tool_calls": count("repeated_tool_calls"),
+        "episodes_repeating": count("episodes_repeating"),
+        "timed_out_after_recommending": count("timed_out_after_recommending"),
         "turns_cut": totals["turns_cut"] if knows_cut else None,
         "think_then_stop_cut": totals["think_then_stop_cut"] if knows_cut else None,
         "gt_retrieved": count("gt_retrieved"), "gt_recommended": totals["gt_recommended"],

@@ -98,6 +98,7 @@ def test_counts_of_a_hand_made_run(tmp_path: Path) -> None:
     assert d["think_then_stop"] == 2
     assert d["episodes_think_then_stop"] == 2  # p1's two samples, one such turn each
     assert (d["gt_retrieved"], d["gt_recommended"]) == (1, 1)
+    assert (d["repeated_tool_calls"], d["episodes_repeating"], d["timed_out_after_recommending"]) == (0, 0, 0)
     assert d["parse_notes"] == {"turns": 1, "notes": 2,
                                 "by_kind": {"malformed <tool_call> JSON": 1, "unknown tool … skipped": 1}}
 
@@ -176,3 +177,29 @@ def test_think_then_stop_episodes_do_not_grow_with_the_turns_an_episode_gets(tmp
     assert d is not None
     assert d["think_then_stop"] == 7 and d["episodes_think_then_stop"] == 2
     assert run_diagnostics(_write(tmp_path / "none", runs=RUNS, scores=SCORES), PROBLEMS)["episodes_think_then_stop"] is None
+
+
+def _call(pid: str, sample: int, name: str, **arguments: Any) -> dict[str, Any]:
+    return {**_inference(pid, sample), "tool_calls": [{"name": name, "arguments": arguments, "id": "c"}]}
+
+
+def test_repeated_calls_and_recommending_without_ending(tmp_path: Path) -> None:
+    """A call repeats when the same episode already made one with the same name and arguments (the call id does
+    not matter); the same call in another episode is not a repeat. An episode that recommended and then ran out
+    of time counts as timed out after recommending."""
+    calls = [
+        _call("p1", 0, "find_product", q="mug", page=1),
+        _call("p1", 0, "find_product", page=1, q="mug"),  # the same arguments in another order: a repeat
+        _call("p1", 0, "find_product", q="mug", page=2),  # another page: not a repeat
+        _call("p1", 0, "recommend_product", product_ids="G1"),
+        _call("p1", 1, "find_product", q="mug", page=1),  # another episode: not a repeat
+        _call("p1", 1, "recommend_product", product_ids="X"),
+        _call("p1", 1, "recommend_product", product_ids="X"),  # a repeat, in the episode that then timed out
+        _call("p1", 1, "recommend_product", product_ids="X"),
+    ]
+    d = run_diagnostics(_write(tmp_path / "m", runs=RUNS, rollouts=ROLLOUTS, calls=calls, scores=SCORES), PROBLEMS)
+    assert d is not None
+    assert d["repeated_tool_calls"] == 3 and d["episodes_repeating"] == 2
+    assert d["timed_out_after_recommending"] == 1  # p1 sample 1; sample 0 recommended and finished
+    none = run_diagnostics(_write(tmp_path / "none", runs=RUNS, scores=SCORES), PROBLEMS)
+    assert none["repeated_tool_calls"] is None and none["timed_out_after_recommending"] is None

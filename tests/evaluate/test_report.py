@@ -281,11 +281,13 @@ def test_what_happened_in_the_episodes(rendered, evaluated, tmp_path: Path) -> N
     assert "What happened in the episodes" in text
     for label, m in body["models"].items():
         d = m["diagnostics"]
-        assert f"| {label} | {d['episodes']} | {d['finished']} | {d['timed_out']} | {d['failed']} | – |" in text
+        assert (f"| {label} | {d['episodes']} | {d['finished']} | {d['timed_out']} | "
+                f"{d['timed_out_after_recommending']} | {d['failed']} | – |") in text
         per = d["per_episode"]
         assert (f"| {label} | {per['inference_calls']:.2f} | {d['totals']['inference_failed']} | "
                 f"{per['turns']:.2f} | {per['tool_calls']:.2f} |") in text
         assert (f"| {d['think_then_stop']} | {d['episodes_think_then_stop']} | "
+                f"{d['repeated_tool_calls']} ({d['episodes_repeating']}) | "
                 f"{d['gt_retrieved']} / {d['gt_recommended']} |") in text
     assert "the baseline is expert" in text
     # a model whose every episode failed on its backend is said so; an evaluation without diagnostics renders
@@ -297,6 +299,13 @@ def test_what_happened_in_the_episodes(rendered, evaluated, tmp_path: Path) -> N
     text = write_report(_copy_eval(out, tmp_path / "dead", dead))[0].read_text(encoding="utf-8")
     assert f"BackendError {d['episodes']} (answered 500)" in text
     assert "Every episode of policy-random failed on its model backend" in text
+    # a model evaluated before diagnostics existed, beside one with them: its rows are dashes, every column filled
+    mixed = json.loads(json.dumps(body))
+    first = next(iter(mixed["models"]))
+    mixed["models"][first]["diagnostics"] = None
+    text = write_report(_copy_eval(out, tmp_path / "mixed", mixed))[0].read_text(encoding="utf-8")
+    assert f"| {first} | – | – | – | – | – | – |" in text
+    assert f"| {first} |{' – |' * 12}" in text
     old = json.loads(json.dumps(body))
     for m in old["models"].values():
         del m["diagnostics"]

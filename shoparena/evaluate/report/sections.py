@@ -128,20 +128,22 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                  "faster or quieter machine gives more), the episodes with one do not. Ground truth retrieved: among the ids the episode's own searches "
                  "returned; recommended: among the ids it recommended. Cut at the cap: turns the backend ended "
                  "because they reached the token cap, not at an end token (a cut think-then-stop turn may have lost "
-                 "its tool call to the cap); – for a log written before backends reported it. Per episode: means "
-                 "over every episode."))
+                 "its tool call to the cap); – for a log written before backends reported it. Repeated tool calls: "
+                 "calls with the same name and arguments as one the same episode already made (a loop). Timed out "
+                 "after recommending: episodes that called recommend_product and still ran out of time. Per "
+                 "episode: means over every episode."))
     outcome, turns, notes = [], [], []
     for label, d in found:
         if d is None:
-            outcome.append([label, *["–"] * 5])
-            turns.append([label, *["–"] * 10])
+            outcome.append([label, *["–"] * 6])
+            turns.append([label, *["–"] * 12])
             continue
         w = f"models.{label}.diagnostics"
         d = obj(d, w)
         reasons = obj(d.get("failed_by_reason", {}), f"{w}.failed_by_reason")
         examples = obj(d.get("failure_examples", {}), f"{w}.failure_examples")
         outcome.append([label, _count(d.get("episodes")), _count(d.get("finished")), _count(d.get("timed_out")),
-                        _count(d.get("failed")),
+                        _count(d.get("timed_out_after_recommending")), _count(d.get("failed")),
                         "; ".join(f"{k} {v}" + (f" ({examples[k]})" if k in examples else "")
                                   for k, v in reasons.items()) or "–"])
         per = obj(d.get("per_episode", {}), f"{w}.per_episode")
@@ -150,6 +152,7 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                       _maybe(per.get("turns"), ".2f"), _maybe(per.get("tool_calls"), ".2f"),
                       _maybe(per.get("steps_recorded"), ".2f"), _count(d.get("turns_without_tool_call")),
                       _count(d.get("think_then_stop")), _count(d.get("episodes_think_then_stop")),
+                      f"{_count(d.get('repeated_tool_calls'))} ({_count(d.get('episodes_repeating'))})",
                       f"{_count(d.get('gt_retrieved'))} / {_count(d.get('gt_recommended'))}",
                       _count(d.get("turns_cut")), _count(d.get("think_then_stop_cut"))])
         pn = d.get("parse_notes")
@@ -157,11 +160,11 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
             kinds = obj(pn.get("by_kind", {}), f"{w}.parse_notes.by_kind")
             notes.append([label, _count(pn.get("turns")), _count(pn.get("notes")),
                           ", ".join(f"{k} {v}" for k, v in kinds.items()) or "–"])
-    doc.add(Table(["Model", "Episodes", "Finished", "Timed out", "Failed", "Failed by reason (first message)"],
-                  outcome, text=(0, 5)),
+    doc.add(Table(["Model", "Episodes", "Finished", "Timed out", "Timed out after recommending", "Failed",
+                   "Failed by reason (first message)"], outcome, text=(0, 6)),
             Table(["Model", "Inference calls / ep", "Inference failed", "Turns / ep", "Tool calls / ep",
                    "Steps recorded / ep", "Turns without a tool call", "Think-then-stop turns",
-                   "Episodes with think-then-stop",
+                   "Episodes with think-then-stop", "Repeated tool calls (episodes)",
                    "GT retrieved / recommended (episodes)", "Turns cut at the cap", "Think-then-stop turns cut"],
                   turns))
     if notes:
