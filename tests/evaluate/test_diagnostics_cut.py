@@ -88,8 +88,10 @@ def test_the_report_and_the_cli_table_show_them(tmp_path: Path, capsys: pytest.C
     assert "| Turns cut at the cap | Think-then-stop turns cut |" in text
     new_row = next(line for line in text.splitlines() if line.startswith("| new | ") and "/" in line)
     old_row = next(line for line in text.splitlines() if line.startswith("| old | ") and "/" in line)
-    # turns without a call 4, think-then-stop turns 2, both in episode 0 (1 episode), GT 1 / 0, cut 3, of them t-t-s 1
-    assert new_row.endswith("| 4 | 2 | 1 | 1 / 0 | 3 | 1 |") and old_row.endswith("| 4 | 2 | 1 | 1 / 0 | – | – |")
+    # turns without a call 4, think-then-stop turns 2, both in episode 0 (1 episode), no repeated call, GT 1 / 0,
+    # cut 3, of them t-t-s 1
+    assert new_row.endswith("| 4 | 2 | 1 | 0 (0) | 1 / 0 | 3 | 1 |")
+    assert old_row.endswith("| 4 | 2 | 1 | 0 (0) | 1 / 0 | – | – |")
     _print_diagnostics(body)
     printed = capsys.readouterr().out
     assert "t-t-s cut" in printed
