@@ -265,13 +265,14 @@ def _print_diagnostics(body: dict[str, Any]) -> None:
                           "cut at the token cap; t-t-s cut: think-then-stop turns among them (– : a log from before "
                           "backends reported it)")
     table.add_column("model", no_wrap=True)
-    for col in ("eps", "finished", "timeout", "failed", "calls/ep", "turns/ep", "tools/ep", "no call", "t-t-stop",
-                "repeats", "GT ret", "GT rec", "notes", "cut", "t-t-s cut"):
+    columns = ("eps", "finished", "timeout", "failed", "calls/ep", "turns/ep", "tools/ep", "no call", "t-t-stop",
+               "repeats", "GT ret", "GT rec", "notes", "cut", "t-t-s cut")
+    for col in columns:
         table.add_column(col, justify="right", no_wrap=True)
     reasons: list[str] = []
     for label, d in rows:
         if not d:
-            table.add_row(escape(label), *["–"] * 15)
+            table.add_row(escape(label), *["–"] * len(columns))
             continue
         per = d["per_episode"]
         if d["failed_by_reason"]:

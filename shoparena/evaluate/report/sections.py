@@ -132,11 +132,17 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
                  "calls with the same name and arguments as one the same episode already made (a loop). Timed out "
                  "after recommending: episodes that called recommend_product and still ran out of time. Per "
                  "episode: means over every episode."))
+    outcome_head = ["Model", "Episodes", "Finished", "Timed out", "Timed out after recommending", "Failed",
+                    "Failed by reason (first message)"]
+    turns_head = ["Model", "Inference calls / ep", "Inference failed", "Turns / ep", "Tool calls / ep",
+                  "Steps recorded / ep", "Turns without a tool call", "Think-then-stop turns",
+                  "Episodes with think-then-stop", "Repeated tool calls (episodes)",
+                  "GT retrieved / recommended (episodes)", "Turns cut at the cap", "Think-then-stop turns cut"]
     outcome, turns, notes = [], [], []
     for label, d in found:
-        if d is None:
-            outcome.append([label, *["–"] * 6])
-            turns.append([label, *["–"] * 12])
+        if d is None:  # a model evaluated before diagnostics existed: a dash in every column
+            outcome.append([label, *["–"] * (len(outcome_head) - 1)])
+            turns.append([label, *["–"] * (len(turns_head) - 1)])
             continue
         w = f"models.{label}.diagnostics"
         d = obj(d, w)
@@ -160,13 +166,7 @@ def _diagnostics(doc: Document, body: dict[str, Any]) -> None:
             kinds = obj(pn.get("by_kind", {}), f"{w}.parse_notes.by_kind")
             notes.append([label, _count(pn.get("turns")), _count(pn.get("notes")),
                           ", ".join(f"{k} {v}" for k, v in kinds.items()) or "–"])
-    doc.add(Table(["Model", "Episodes", "Finished", "Timed out", "Timed out after recommending", "Failed",
-                   "Failed by reason (first message)"], outcome, text=(0, 6)),
-            Table(["Model", "Inference calls / ep", "Inference failed", "Turns / ep", "Tool calls / ep",
-                   "Steps recorded / ep", "Turns without a tool call", "Think-then-stop turns",
-                   "Episodes with think-then-stop", "Repeated tool calls (episodes)",
-                   "GT retrieved / recommended (episodes)", "Turns cut at the cap", "Think-then-stop turns cut"],
-                  turns))
+    doc.add(Table(outcome_head, outcome, text=(0, len(outcome_head) - 1)), Table(turns_head, turns))
     if notes:
         doc.add(Para("Parse notes: what the backend's text parser dropped from a completion (a malformed or "
                      "unclosed <tool_call> block), by kind."),
