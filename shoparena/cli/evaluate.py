@@ -45,6 +45,10 @@ def evaluate(
     = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]
     = 300.0,
+    episode_tokens: Annotated[int | None, typer.Option("--episode-tokens", min=1, help="Completion tokens per "
+                                                       "episode; one that asks for more is timed out. A clock "
+                                                       "that does not depend on --concurrency (default: the "
+                                                       "wall clock --timeout only).")] = None,
     protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.",
                                                  callback=one_of(("native", "tags")))] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems.")] = None,
@@ -109,7 +113,8 @@ def evaluate(
         loaded = loaded[:limit]
         source += f" (first {limit})"
     config = EvalConfig(models=parse_models(model), agent=agent, n_samples=n, temperature=temperature, seed=seed,
-                        concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
+                        concurrency=concurrency, timeout_s=timeout, episode_tokens=episode_tokens,
+                        protocol=protocol,  # type: ignore[arg-type]
                         problem_set=source, judges=judges, judge_gate=judge_gate, baseline=baseline)
     config.baseline_label()  # an unknown label: exit 2 before anything runs
     if out.exists() and not out.is_dir():

@@ -30,6 +30,10 @@ def run(
     = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]
     = 300.0,
+    episode_tokens: Annotated[int | None, typer.Option("--episode-tokens", min=1, help="Completion tokens per "
+                                                       "episode; one that asks for more is timed out. A clock "
+                                                       "that does not depend on --concurrency (default: the "
+                                                       "wall clock --timeout only).")] = None,
     protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.",
                                                  callback=one_of(("native", "tags")))] = None,
     mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.",
@@ -59,7 +63,8 @@ def run(
     if limit is not None:
         loaded = loaded[:limit]
     config = RunConfig(agent=agent, model=model, n_samples=n, seed=seed, temperature=temperature,
-                       concurrency=concurrency, timeout_s=timeout, protocol=protocol,  # type: ignore[arg-type]
+                       concurrency=concurrency, timeout_s=timeout, episode_tokens=episode_tokens,
+                       protocol=protocol,  # type: ignore[arg-type]
                        score_mode=mode)  # type: ignore[arg-type]
     _claim(out, config, catalog=catalog, problems=problems, resume=resume, force=force or out == LATEST)
     with fresh_out(out), progress_bar(f"{agent} × {model}", len(loaded) * n) as advance:
@@ -101,13 +106,14 @@ def _claim(out: Path, config: Any, *, catalog: Path, problems: Path, resume: boo
     """Refuse an --out that is another command's artefact, one of the run's inputs, or a run made with other
     settings (its files would be replaced by episodes of another kind)."""
     from shoparena.artefact import Found, claim_out
+    from shoparena.validator.run import stored_identity
 
     def differs(found: Found) -> list[str]:
         was = (found.body or {}).get("config")
         if not isinstance(was, dict):
             return []
-        now = config.identity()
-        return [k for k in sorted(now) if k != "concurrency" and was.get(k) != now[k]]
+        was, now = stored_identity(was), config.identity()
+        return [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
 
     claim_out(out, "harness-run", inputs=[("--catalog", catalog), ("--problems", problems)], differs=differs,
               force=force)

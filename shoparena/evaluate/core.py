@@ -79,6 +79,9 @@ class EvalConfig(BaseModel):
     seed: int = 0
     concurrency: int | None = Field(None, ge=1)
     timeout_s: float = Field(300.0, gt=0)
+    episode_tokens: int | None = Field(None, ge=1)
+    """Completion tokens per episode, the clock that does not depend on concurrency (``RunConfig.episode_tokens``);
+    ``None``: the wall clock ``timeout_s`` only."""
     score_mode: Literal["strict", "upstream"] = "strict"
     protocol: Literal["native", "tags"] | None = None
     problem_set: str = "problems"
@@ -355,7 +358,7 @@ def evaluate_models(catalog: str | os.PathLike[str], problems: Sequence[Problem]
         run_dir = root / "models" / m.label
         rc = RunConfig(agent=config.agent, model=m.uri, n_samples=config.n_samples, seed=config.seed,
                        temperature=config.temperature, concurrency=config.concurrency, timeout_s=config.timeout_s,
-                       score_mode=config.score_mode, protocol=config.protocol)
+                       episode_tokens=config.episode_tokens, score_mode=config.score_mode, protocol=config.protocol)
         if resume and _same_run(run_dir, rc, problems):
             if progress:
                 progress(f"{m.label}: kept the finished run in {run_dir}")

@@ -165,8 +165,11 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
         return
     agent_path = Path(agent_file).resolve()
     scorer = Scorer(index, mode=config.scorer_mode, similarity=get_similarity(config.similarity))
+    limits: dict[str, Any] = {"rate_per_s": None}
+    if config.episode_tokens is not None:
+        limits["max_completion_tokens"] = config.episode_tokens
     gateway = Gateway(SearchService(index, mode=config.search_mode, flavor=SEARCH_FLAVOR), allowed_models=allowed,
-                      limits=Limits().model_copy(update={"rate_per_s": None}))
+                      limits=Limits().model_copy(update=limits))
     by_id = {p.problem_id: p for p in problems}
     views = [sanitise(p) for p in by_id.values()]
     sock_dir = Path(tempfile.mkdtemp(prefix="shoparena-val-"))  # 0700: only the validator (and bwrap) reach it
@@ -349,6 +352,22 @@ def _backend_failure(env: Envelope, calls: list[dict[str, Any]]) -> Envelope:
     return env.model_copy(update=update)
 
 
+def budget_timeout(env: Envelope, calls: list[dict[str, Any]]) -> Envelope:
+    """An episode whose run met its completion-token budget (a call refused with
+    :data:`~shoparena.llm.gateway.BUDGET_SPENT`) is ``TIMED_OUT``, its steps dropped, exactly as an agent killed at
+    the wall clock: the budget is the episode's clock counted in its own generated tokens, so running out of it
+    scores as running out of time whatever the concurrency or the hardware. An episode that finished on the last
+    tokens of its budget (nothing refused) keeps its outcome."""
+    from shoparena.llm.gateway import BUDGET_SPENT
+
+    refused = next((c for c in calls if c.get("kind") == "inference" and c.get("status") == 429
+                    and str(c.get("error") or "").startswith(BUDGET_SPENT)), None)
+    if refused is None or env.status == "TIMED_OUT":
+        return env
+    return env.model_copy(update={"status": "TIMED_OUT", "dialogue": None, "error": {
+        "type": "Timeout", "message": f"the episode spent its budget: {refused.get('error')}"[:2000]}})
+
+
 def _finish_problem(outcome: Outcome, problem: Problem, sample: int, calls: list[dict[str, Any]],
                     started: int | None, scorer: Any, judge: Any, loop: asyncio.AbstractEventLoop | None,
                     provenance: Provenance | None) -> ProblemResult:
@@ -357,7 +376,7 @@ def _finish_problem(outcome: Outcome, problem: Problem, sample: int, calls: list
     from shoparena.env.records import steps_to_messages
 
     env, _defect = check_envelope(outcome.envelope)  # agent output is untrusted: checked once, here
-    env = _backend_failure(env, calls)
+    env = budget_timeout(_backend_failure(env, calls), calls)
     score = scorer.score_steps(problem, env.model_dump(), sample=sample)
     steps = env.dialogue or []
     verdict: Verdict | None = None

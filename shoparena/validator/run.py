@@ -22,12 +22,12 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.errors import BackendError, DataError, NotFoundError
 from shoparena.tasks.types import Problem
@@ -94,6 +94,9 @@ class RunConfig(BaseModel):
     """Problems at once; default: the number of CPU cores."""
     timeout_s: float = 300.0
     """Per agent call (ORO's per-problem limit)."""
+    episode_tokens: int | None = Field(None, ge=1)
+    """Completion tokens per episode; an episode that asks for more is timed out (``None``: the wall clock only).
+    Unlike the wall clock it does not depend on how many episodes share the model."""
     search_mode: Mode = "upstream"
     score_mode: Mode = "strict"
     protocol: Literal["native", "tags"] | None = None
@@ -102,7 +105,19 @@ class RunConfig(BaseModel):
     def identity(self) -> dict[str, Any]:
         """The settings that decide a run's episodes: all but ``concurrency`` (every sample has its own seed), so a
         resumed or kept run may have used another."""
-        return {k: v for k, v in self.model_dump(mode="json").items() if k != "concurrency"}
+        return stored_identity(self.model_dump(mode="json"))
+
+
+def stored_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity (:meth:`RunConfig.identity`) of a stored run config, as it is stored: without ``concurrency``,
+    and without a field added after runs were stored where it is unset (a run made before the field existed is
+    one with it unset)."""
+    return {k: v for k, v in config.items()
+            if k != "concurrency" and not (k in _LATER_FIELDS and v is None)}
+
+
+_LATER_FIELDS = ("episode_tokens",)
+"""Fields added to :class:`RunConfig` after runs were stored: unset, they are left out of its identity."""
 
 
 class RunSummary(BaseModel):
@@ -133,6 +148,7 @@ def validator_config(config: RunConfig) -> ValidatorConfig:
     temperature = config.temperature if config.temperature is not None else (0.0 if config.n_samples == 1 else 0.7)
     return ValidatorConfig(model=config.model, judge="none", sandbox="process", allow_non_hermetic=True,
                            workers=config.concurrency, limits=SandboxLimits(timeout_s=config.timeout_s),
+                           episode_tokens=config.episode_tokens,
                            scorer_mode=config.score_mode, temperature=temperature, seed=config.seed,
                            search_mode=config.search_mode, protocol=config.protocol)
 
@@ -222,7 +238,7 @@ def _read_partial(path: Path, header: dict[str, Any], n_samples: int) -> list[di
 def same_config(stored: Any, config: RunConfig) -> bool:
     """Whether ``stored`` (a run's ``summary.json`` ``config``) has exactly ``config``'s fields and the same values of
     those that decide its episodes (:meth:`RunConfig.identity`); anything that is not such a config is not."""
-    if not isinstance(stored, dict) or set(stored) != set(config.model_dump()):
+    if not isinstance(stored, dict) or set(stored) | set(_LATER_FIELDS) != set(config.model_dump()):
         return False
     try:
         return type(config).model_validate(stored).identity() == config.identity()

@@ -32,6 +32,10 @@ class ValidatorConfig(BaseModel):
     """Permit the ``process`` sandbox (validator-logic tests only; never for untrusted code)."""
     workers: int | None = None
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    episode_tokens: int | None = Field(None, ge=1)
+    """Completion tokens one episode may generate (the gateway's per-run budget): an episode that asks for more is
+    timed out (:func:`~shoparena.validator.core.budget_timeout`). A clock in the episode's own work, so outcomes do
+    not depend on how many episodes share the model; ``None``: only the wall clock of ``limits``."""
     scorer_mode: Mode = "strict"
     similarity: str = "lexical"
     validator_hotkey: str | None = None

@@ -26,10 +26,10 @@ from shoparena.llm.gateway.calllog import (
     write_call_log,
 )
 from shoparena.llm.gateway.core import Gateway
-from shoparena.llm.gateway.runs import Limits, RunHandle
+from shoparena.llm.gateway.runs import BUDGET_SPENT, Limits, RunHandle
 
 __all__ = [
-    "COMPOSITE_TOOLS", "Attribution", "Attributor", "CallLogWriter", "CallRecord", "EmittedCall", "Gateway",
+    "BUDGET_SPENT", "COMPOSITE_TOOLS", "Attribution", "Attributor", "CallLogWriter", "CallRecord", "EmittedCall", "Gateway",
     "GatewayServer", "Limits", "RunHandle", "create_app", "dump_record", "find_key", "log_sha256",
     "read_call_log", "view_key", "write_call_log",
 ]

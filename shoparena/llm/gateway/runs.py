@@ -24,9 +24,12 @@ from shoparena.errors import ConfigError
 from shoparena.llm.gateway.attribution import Attributor
 from shoparena.llm.gateway.calllog import CallRecord
 
-__all__ = ["Limits", "Refusal", "RunHandle", "RunRegistry", "RunState"]
+__all__ = ["BUDGET_SPENT", "Limits", "Refusal", "RunHandle", "RunRegistry", "RunState"]
 
 MB = 1024 * 1024
+BUDGET_SPENT = "completion token budget spent"
+"""How the refusal of a run's completion-token budget begins (its call record's ``error``): the validator reads a
+run that met it as timed out (:func:`shoparena.validator.core.budget_timeout`)."""
 
 
 class Limits(BaseModel):
@@ -142,7 +145,7 @@ class RunState:
                     return Refusal(f"inference call limit reached ({limits.max_inference_calls} per run)")
                 if (limits.max_completion_tokens is not None
                         and self.completion_tokens >= limits.max_completion_tokens):
-                    return Refusal(f"completion token budget spent ({limits.max_completion_tokens} per run)")
+                    return Refusal(f"{BUDGET_SPENT} ({limits.max_completion_tokens} per run)")
                 self.inference_calls += 1
                 self.attributor.on_inference_request()
             return None
