@@ -257,41 +257,53 @@ def _n(x: Any) -> str:
 
 
 def _print_diagnostics(body: dict[str, Any]) -> None:
-    """What happened in the episodes: one row per model (``models.L.diagnostics``, docs/evaluate.md)."""
+    """What happened in the episodes, one row per model (``models.L.diagnostics``, docs/evaluate.md): two tables,
+    how the episodes ended and how the model behaved in them, each narrow enough for an 80–120 column terminal."""
     rows = [(label, m.get("diagnostics")) for label, m in body["models"].items()]
     if not any(d for _, d in rows):
         return
-    table = Table(title="what happened in the episodes (docs/evaluate.md, Diagnostics)", title_justify="left",
-                  box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), caption_justify="left",
-                  caption="eps: episodes; /ep: mean per episode; no call: turns without a tool call; t-t-stop: "
-                          "think-then-stop turns (a decision stated, no call made) / episodes with one; repeats: tool calls "
-                          "repeating one the episode already made / episodes with one; GT ret / rec: episodes whose "
-                          "own searches retrieved / that recommended a ground-truth product; notes: parse notes; cut: turns "
-                          "cut at the token cap; t-t-s cut: think-then-stop turns among them (– : a log from before "
-                          "backends reported it)")
-    table.add_column("model", no_wrap=True)
-    columns = ("eps", "finished", "timeout", "failed", "calls/ep", "turns/ep", "tools/ep", "no call", "t-t-stop",
-               "repeats", "GT ret", "GT rec", "notes", "cut", "t-t-s cut")
-    for col in columns:
-        table.add_column(col, justify="right", no_wrap=True)
+    ended = ("eps", "finished", "timeout", "t/o after rec", "failed", "calls/ep", "turns/ep", "tools/ep")
+    behaved = ("no call", "t-t-stop", "repeats", "GT ret", "GT rec", "notes", "cut", "t-t-s cut")
+    tables = [
+        _diagnostics_table("what happened in the episodes (docs/evaluate.md, Diagnostics): how they ended", ended,
+                           "eps: episodes; t/o after rec: timed out after recommending; /ep: mean per episode"),
+        _diagnostics_table("what happened in the episodes: how the model behaved", behaved,
+                           "no call: turns without a tool call; t-t-stop: think-then-stop turns (a decision stated, "
+                           "no call made) / episodes with one; repeats: tool calls repeating one the episode already "
+                           "made / episodes with one; GT ret / rec: episodes whose own searches retrieved / that "
+                           "recommended a ground-truth product; notes: parse notes; cut: turns cut at the token cap; "
+                           "t-t-s cut: think-then-stop turns among them (– : a log from before backends reported it)"),
+    ]
     reasons: list[str] = []
     for label, d in rows:
         if not d:
-            table.add_row(escape(label), *["–"] * len(columns))
+            for table, columns in zip(tables, (ended, behaved), strict=True):
+                table.add_row(escape(label), *["–"] * len(columns))
             continue
         per = d["per_episode"]
         if d["failed_by_reason"]:
             reasons.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items()))
         notes = d.get("parse_notes")
-        table.add_row(escape(label), str(d["episodes"]), str(d["finished"]), str(d["timed_out"]), str(d["failed"]),
-                      _per(per["inference_calls"]), _per(per["turns"]), _per(per["tool_calls"]),
-                      _n(d["turns_without_tool_call"]), _tts(d),
-                      _pair(d.get("repeated_tool_calls"), d.get("episodes_repeating")), _n(d["gt_retrieved"]),
-                      _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]),
-                      _n(d.get("turns_cut")), _n(d.get("think_then_stop_cut")))
-    console.print(table)
+        tables[0].add_row(escape(label), str(d["episodes"]), str(d["finished"]), str(d["timed_out"]),
+                          _n(d.get("timed_out_after_recommending")), str(d["failed"]),
+                          _per(per["inference_calls"]), _per(per["turns"]), _per(per["tool_calls"]))
+        tables[1].add_row(escape(label), _n(d["turns_without_tool_call"]), _tts(d),
+                          _pair(d.get("repeated_tool_calls"), d.get("episodes_repeating")), _n(d["gt_retrieved"]),
+                          _n(d["gt_recommended"]), "–" if notes is None else str(notes["notes"]),
+                          _n(d.get("turns_cut")), _n(d.get("think_then_stop_cut")))
+    for table in tables:
+        console.print(table)
     if reasons:
         console.print(escape("failed, by reason: " + "; ".join(reasons)), soft_wrap=True)
+
+
+def _diagnostics_table(title: str, columns: tuple[str, ...], caption: str) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
+                  caption_justify="left", caption=caption)
+    table.add_column("model", no_wrap=True)
+    for col in columns:
+        table.add_column(col, justify="right", no_wrap=True)
+    return table
 
 
 def _tts(d: dict[str, Any]) -> str:
