@@ -58,10 +58,11 @@ def problems_of_rows(rows: Iterable[dict[str, Any]]) -> list[Problem]:
 def collect_successes(catalog_dir: str | os.PathLike[str], problems: Sequence[Problem], *, model: str, k: int,
                       temperature: float | None, seed: int, out_dir: str | os.PathLike[str], agent: str = "react",
                       timeout_s: float = 300.0, concurrency: int | None = None, resume: bool = False,
-                      progress: Any = None) -> Collected:
+                      progress: Any = None, episode_tokens: int | None = None) -> Collected:
     """Run ``agent`` with ``model`` ``k`` times on each problem (``out_dir``: the run's ``rollouts.jsonl``,
     ``runs.jsonl``, ``summary.json``; reused on ``resume`` when complete) and keep the samples whose strict score
-    is a success."""
+    is a success. ``episode_tokens``: each episode's completion-token budget, the clock that does not depend on
+    ``concurrency`` (:attr:`shoparena.validator.run.RunConfig.episode_tokens`)."""
     from shoparena.corpus.export.common import BadRow, messages_of, tools_of
     from shoparena.corpus.normalize import iter_rollouts
     from shoparena.corpus.types import Trajectory
@@ -76,7 +77,8 @@ def collect_successes(catalog_dir: str | os.PathLike[str], problems: Sequence[Pr
     if not (resume and done.is_file() and (out / "runs.jsonl").is_file()):
         run_agents(catalog_dir, problems, RunConfig(agent=agent, model=model, n_samples=k, seed=seed,
                                                     temperature=temperature, timeout_s=timeout_s,
-                                                    concurrency=concurrency), out, progress=progress,
+                                                    concurrency=concurrency, episode_tokens=episode_tokens),
+                   out, progress=progress,
                    resume=resume)
     runs_file = out / "runs.jsonl"
     runs = run_records(runs_file.read_bytes(), runs_file)

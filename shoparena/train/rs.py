@@ -40,6 +40,10 @@ class RSConfig(SFTConfig):
     agent: str = "react"
     timeout_s: float = Field(300.0, gt=0)
     concurrency: int | None = Field(None, ge=1)
+    episode_tokens: int | None = Field(None, ge=1)
+    """Completion tokens a sampled episode may generate before it is timed out: a clock that does not depend on
+    ``concurrency``, so the batched sampler can run many episodes at once without cutting them (``timeout_s``
+    then only bounds a hung episode). ``None``: the wall clock ``timeout_s`` alone."""
 
 
 def mix_rows(new: Sequence[dict[str, Any]], old: Sequence[dict[str, Any]], ratio: float, seed: int
@@ -81,7 +85,7 @@ def train_rs(model_dir: str | os.PathLike[str], problems: Sequence[Problem], sft
     got = collect_successes(catalog_dir, chosen, model=sampler,
                             k=config.k, temperature=config.temperature, seed=config.seed, out_dir=out / "samples",
                             agent=config.agent, timeout_s=config.timeout_s, concurrency=config.concurrency,
-                            resume=resume, progress=None if progress is None
+                            episode_tokens=config.episode_tokens, resume=resume, progress=None if progress is None
                             else progress.phase("sampling", len(chosen) * config.k))
     if progress is not None:
         progress.close()

@@ -78,3 +78,21 @@ def test_runs_with_a_budget(tmp_path: Path) -> None:
     assert [r["status"] for r in tight] == ["TIMED_OUT"] * 3
     assert not any(r["success"] for r in tight)
     assert all(BUDGET_SPENT in r["error"]["message"] for r in tight)
+
+
+def test_rejection_sampling_takes_the_budget(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from shoparena.train.harness import collect_successes
+    from shoparena.train.rs import RSConfig
+
+    assert RSConfig(episode_tokens=2048).episode_tokens == 2048
+    with pytest.raises(ValidationError):
+        RSConfig(episode_tokens=0)
+    catalog, problems, _ = small_world(tmp_path, size=400, catalog_seed=8, n=2, problem_seed=2)
+    common = {"model": "policy:expert", "k": 1, "temperature": 0.0, "seed": 1, "concurrency": 2}
+    roomy = collect_successes(catalog, problems, out_dir=tmp_path / "roomy", episode_tokens=100_000, **common)
+    tight = collect_successes(catalog, problems, out_dir=tmp_path / "tight", episode_tokens=5, **common)
+    assert roomy.rows and not tight.rows
+    statuses = [json.loads(x)["status"] for x in (tmp_path / "tight" / "runs.jsonl").read_text().splitlines()]
+    assert statuses == ["TIMED_OUT"] * 2
