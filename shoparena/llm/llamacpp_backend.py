@@ -36,6 +36,8 @@ both modes.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import json
 import os
 import threading
@@ -78,7 +80,23 @@ def _import_llama() -> Any:
     except ImportError as exc:
         raise ConfigError("the llamacpp: backend needs llama-cpp-python (not installed)",
                           hint="make llamacpp (builds llama-cpp-python from source, a few minutes)") from exc
+    _close_null_files_at_exit()
     return llama_cpp
+
+
+@functools.cache
+def _close_null_files_at_exit() -> None:
+    """llama-cpp-python opens two ``/dev/null`` files at import (its output silencer) and never closes them, so a
+    process with warnings on ends on a ResourceWarning; they are closed at exit."""
+    from llama_cpp import _utils
+
+    def close() -> None:
+        for name in ("outnull_file", "errnull_file"):
+            fh = getattr(_utils, name, None)
+            if fh is not None and not fh.closed:
+                fh.close()
+
+    atexit.register(close)
 
 
 def parse_llamacpp_uri(rest: str) -> tuple[Path, dict[str, Any]]:
