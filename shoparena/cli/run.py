@@ -106,13 +106,12 @@ def _claim(out: Path, config: Any, *, catalog: Path, problems: Path, resume: boo
     """Refuse an --out that is another command's artefact, one of the run's inputs, or a run made with other
     settings (its files would be replaced by episodes of another kind)."""
     from shoparena.artefact import Found, claim_out
-    from shoparena.validator.run import stored_identity
 
     def differs(found: Found) -> list[str]:
         was = (found.body or {}).get("config")
         if not isinstance(was, dict):
             return []
-        was, now = stored_identity(was), config.identity()
+        was, now = config.stored_identity(was), config.identity()
         return [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
 
     claim_out(out, "harness-run", inputs=[("--catalog", catalog), ("--problems", problems)], differs=differs,

@@ -105,15 +105,14 @@ class RunConfig(BaseModel):
     def identity(self) -> dict[str, Any]:
         """The settings that decide a run's episodes: all but ``concurrency`` (every sample has its own seed), so a
         resumed or kept run may have used another."""
-        return stored_identity(self.model_dump(mode="json"))
+        return self.stored_identity(self.model_dump(mode="json"))
 
-
-def stored_identity(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity (:meth:`RunConfig.identity`) of a stored run config, as it is stored: without ``concurrency``,
-    and without a field added after runs were stored where it is unset (a run made before the field existed is
-    one with it unset)."""
-    return {k: v for k, v in config.items()
-            if k != "concurrency" and not (k in _LATER_FIELDS and v is None)}
+    @staticmethod
+    def stored_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+        """The identity of a stored run config, as it is stored: without ``concurrency``, and without a field added
+        after runs were stored where it is unset (a run made before the field existed is one with it unset)."""
+        return {k: v for k, v in config.items()
+                if k != "concurrency" and not (k in _LATER_FIELDS and v is None)}
 
 
 _LATER_FIELDS = ("episode_tokens",)

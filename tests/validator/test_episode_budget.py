@@ -12,7 +12,7 @@ import pytest
 from shoparena.env.types import Envelope
 from shoparena.llm.gateway import BUDGET_SPENT
 from shoparena.validator.core import budget_timeout
-from shoparena.validator.run import RunConfig, run_agents, same_config, stored_identity
+from shoparena.validator.run import RunConfig, run_agents, same_config
 from tests.worlds import small_world
 
 _STEPS = [{"completion": {"content": "", "reasoning_content": "", "message": {}}, "extra_info": {"step": 1}}]
@@ -57,7 +57,7 @@ def test_identity_leaves_an_unset_budget_out() -> None:
     assert same_config(stored_before, plain)  # a run stored before the field existed is one without a budget
     assert not same_config(stored_before, budget)
     assert not same_config(budget.model_dump(mode="json"), plain)
-    assert stored_identity(stored_before) == plain.identity()
+    assert RunConfig.stored_identity(stored_before) == plain.identity()
 
 
 def test_runs_with_a_budget(tmp_path: Path) -> None:
