@@ -312,3 +312,13 @@ def test_what_happened_in_the_episodes(rendered, evaluated, tmp_path: Path) -> N
     del old["baseline"]
     text = write_report(_copy_eval(out, tmp_path / "old", old))[0].read_text(encoding="utf-8")
     assert "What happened in the episodes" not in text and "the baseline is expert" in text
+
+
+def test_the_report_names_the_clock(evaluated, tmp_path: Path) -> None:
+    out, body = evaluated
+    md, _ = write_report(_copy_eval(out, tmp_path / "wall"))
+    assert "clock 60 s an episode (wall)" in md.read_text(encoding="utf-8")
+    tokens = json.loads(json.dumps(body))
+    tokens["config"]["episode_tokens"] = 2048
+    md, _ = write_report(_copy_eval(out, tmp_path / "tokens", tokens))
+    assert "clock 2048 generated tokens an episode (wall bound 60 s)" in md.read_text(encoding="utf-8")

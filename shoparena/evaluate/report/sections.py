@@ -66,6 +66,16 @@ def _figure(name: str, alt: str, draw: Callable[[bool], str | None]) -> Figure |
 # ── the evaluation ──────────────────────────────────────────────────────────────────────────────────────────────
 
 
+def _clock(cfg: dict[str, Any]) -> str:
+    """What ended an episode that ran too long: its generated tokens (``episode_tokens``, with the wall clock only
+    bounding a hung one) or the wall clock (docs/evaluate.md, "Which clock")."""
+    wall, tokens = cfg.get("timeout_s"), cfg.get("episode_tokens")
+    wall_text = f"{wall:g} s" if isinstance(wall, int | float) else "?"
+    if isinstance(tokens, int):
+        return f"clock {tokens} generated tokens an episode (wall bound {wall_text})"
+    return f"clock {wall_text} an episode (wall)"
+
+
 def _table1(doc: Document, body: dict[str, Any]) -> list[str]:
     cfg, models = body["config"], body["models"]
     probs = body["problems"]
@@ -74,7 +84,7 @@ def _table1(doc: Document, body: dict[str, Any]) -> list[str]:
     doc.add(Heading(2, "Table 1: average success rate (ASR)"))
     doc.add(Para(
         f"Agent {cfg.get('agent', '?')} · {probs.get('n')} problems × {cfg.get('n_samples', '?')} samples · "
-        f"temperature {cfg.get('temperature', '?')} · scoring {cfg.get('score_mode', '?')} · "
+        f"temperature {cfg.get('temperature', '?')} · {_clock(cfg)} · scoring {cfg.get('score_mode', '?')} · "
         f"problem set {cfg.get('problem_set', '?')} · 95 % percentile bootstrap intervals over problems "
         f"({cfg.get('n_resamples', '?')} resamples, seed {cfg.get('seed', '?')})."))
     by_n = probs.get("by_bucket", {})
