@@ -209,7 +209,8 @@ def evaluate_problems(agent_file: str | os.PathLike[str], problems: Sequence[Pro
                         pid = outcome.envelope.problem_id
                         calls = [r.model_dump(mode="json") for r in gateway.close_run(tokens.pop(pid))]
                         yield _finish_problem(outcome, by_id[pid], sample, calls, started.get(pid), scorer,
-                                              judge, loop, provenance)
+                                              judge, loop, provenance,
+                                              token_clock=config.episode_tokens is not None)
                 finally:
                     for token in tokens.values():  # problems the sandbox never reported
                         gateway.close_run(token)
@@ -370,13 +371,17 @@ def budget_timeout(env: Envelope, calls: list[dict[str, Any]]) -> Envelope:
 
 def _finish_problem(outcome: Outcome, problem: Problem, sample: int, calls: list[dict[str, Any]],
                     started: int | None, scorer: Any, judge: Any, loop: asyncio.AbstractEventLoop | None,
-                    provenance: Provenance | None) -> ProblemResult:
+                    provenance: Provenance | None, *, token_clock: bool = False) -> ProblemResult:
     """Envelope → result, the one path of ``run`` and ``validate``: the agent's output is checked, scored,
-    judged (with a judge) and made a sealed record (with provenance)."""
+    judged (with a judge) and made a sealed record (with provenance). ``token_clock``: the run's completion-token
+    budget is the episode's clock (:func:`budget_timeout`); without it the budget is only the gateway's cost guard
+    and an agent that meets it keeps what it returned."""
     from shoparena.env.records import steps_to_messages
 
     env, _defect = check_envelope(outcome.envelope)  # agent output is untrusted: checked once, here
-    env = budget_timeout(_backend_failure(env, calls), calls)
+    env = _backend_failure(env, calls)
+    if token_clock:
+        env = budget_timeout(env, calls)
     score = scorer.score_steps(problem, env.model_dump(), sample=sample)
     steps = env.dialogue or []
     verdict: Verdict | None = None
