@@ -91,6 +91,18 @@ SEED_MAX = 2**64 - 1
 """The largest seed: seeds are unsigned 64-bit integers (numpy's and torch's generators take no more)."""
 
 
+def episode_tokens_option() -> Any:
+    """The ``--episode-tokens`` option of the commands that run episodes (``run``, ``evaluate``): the episode clock in
+    generated tokens (:attr:`shoparena.validator.run.RunConfig.episode_tokens`), a whole number ≥ 1."""
+    import typer
+
+    from shoparena.validator import EPISODE_TOKENS_MAX
+
+    return typer.Option("--episode-tokens", min=1, max=EPISODE_TOKENS_MAX, help="Completion tokens per episode; one that asks for more is "
+                                                        "timed out. A clock that does not depend on --concurrency "
+                                                        "(default: the wall clock --timeout only).")
+
+
 def seed_option(help: str, *names: str) -> Any:
     """The ``--seed`` option every seeded command takes: a whole number in 0 … 2**64-1, checked at parsing (a
     usage error naming the range) before any work starts."""

@@ -15,7 +15,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from shoparena.artefact import fresh_out
-from shoparena.cli._common import console, err_console, finite, one_of, print_json, seed_option
+from shoparena.cli._common import (
+    console,
+    episode_tokens_option,
+    err_console,
+    finite,
+    one_of,
+    print_json,
+    seed_option,
+)
 from shoparena.cli._output import library_output
 
 
@@ -45,10 +53,7 @@ def evaluate(
     = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]
     = 300.0,
-    episode_tokens: Annotated[int | None, typer.Option("--episode-tokens", min=1, help="Completion tokens per "
-                                                       "episode; one that asks for more is timed out. A clock "
-                                                       "that does not depend on --concurrency (default: the "
-                                                       "wall clock --timeout only).")] = None,
+    episode_tokens: Annotated[int | None, episode_tokens_option()] = None,
     protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.",
                                                  callback=one_of(("native", "tags")))] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems.")] = None,

@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from shoparena.artefact import fresh_out
-from shoparena.cli._common import console, finite, one_of, print_json, progress_bar, seed_option
+from shoparena.cli._common import (
+    console,
+    episode_tokens_option,
+    finite,
+    one_of,
+    print_json,
+    progress_bar,
+    seed_option,
+)
 
 LATEST = Path("runs/latest")
 """The default --out: the latest run, replaced by the next one whatever its settings."""
@@ -30,10 +38,7 @@ def run(
     = None,
     timeout: Annotated[float, typer.Option(help="Seconds per agent call.", callback=finite(0.0, above=True))]
     = 300.0,
-    episode_tokens: Annotated[int | None, typer.Option("--episode-tokens", min=1, help="Completion tokens per "
-                                                       "episode; one that asks for more is timed out. A clock "
-                                                       "that does not depend on --concurrency (default: the "
-                                                       "wall clock --timeout only).")] = None,
+    episode_tokens: Annotated[int | None, episode_tokens_option()] = None,
     protocol: Annotated[str | None, typer.Option(help="native | tags, for the ReAct built-ins.",
                                                  callback=one_of(("native", "tags")))] = None,
     mode: Annotated[str, typer.Option("--mode", help="Scoring mode: strict (ORO) or upstream.",

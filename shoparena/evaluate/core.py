@@ -47,6 +47,7 @@ from shoparena.evaluate.stats import (
 from shoparena.scoring.metrics import N_RESAMPLES, bootstrap_ci, ratio_bootstrap_ci, strict_pass
 from shoparena.scoring.types import FIELDS
 from shoparena.tasks.types import ASR_BUCKETS, Problem
+from shoparena.validator import EpisodeTokens
 from shoparena.validator.run import read_run_file
 
 __all__ = [
@@ -79,7 +80,7 @@ class EvalConfig(BaseModel):
     seed: int = 0
     concurrency: int | None = Field(None, ge=1)
     timeout_s: float = Field(300.0, gt=0)
-    episode_tokens: int | None = Field(None, ge=1)
+    episode_tokens: EpisodeTokens | None = None
     """Completion tokens per episode, the clock that does not depend on concurrency (``RunConfig.episode_tokens``);
     ``None``: the wall clock ``timeout_s`` only."""
     score_mode: Literal["strict", "upstream"] = "strict"

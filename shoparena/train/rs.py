@@ -22,6 +22,7 @@ from shoparena.train.harness import collect_successes
 from shoparena.train.sft import SFTConfig, copy_checkpoint, train_sft
 from shoparena.train.trainer import StageProgress
 from shoparena.train.types import StageResult
+from shoparena.validator import EpisodeTokens
 
 __all__ = ["RSConfig", "mix_rows", "train_rs", "without_callless"]
 
@@ -40,7 +41,7 @@ class RSConfig(SFTConfig):
     agent: str = "react"
     timeout_s: float = Field(300.0, gt=0)
     concurrency: int | None = Field(None, ge=1)
-    episode_tokens: int | None = Field(None, ge=1)
+    episode_tokens: EpisodeTokens | None = None
     """Completion tokens a sampled episode may generate before it is timed out: a clock that does not depend on
     ``concurrency``, so the batched sampler can run many episodes at once without cutting them (``timeout_s``
     then only bounds a hung episode). ``None``: the wall clock ``timeout_s`` alone."""

@@ -17,11 +17,14 @@ if TYPE_CHECKING:
     from shoparena.validator.run import RunConfig, RunSummary, run_agents
     from shoparena.validator.sandbox import SANDBOXES, get_sandbox, sandbox_names
     from shoparena.validator.sandbox.types import SandboxLimits
+    from shoparena.validator.types import EPISODE_TOKENS_MAX, EpisodeTokens
     from shoparena.validator.worker import LocalWork, WorkSource, work_once, work_until_empty
 
 #: Public name → ``module`` (same name) or ``module:attr`` under this package; imported on first use.
 _EXPORTS: dict[str, str] = {
     "AgentSpec": "core",
+    "EPISODE_TOKENS_MAX": "types",
+    "EpisodeTokens": "types",
     "evaluate": "core",
     "EvaluationSummary": "core",
     "get_sandbox": "sandbox",
@@ -41,7 +44,7 @@ _EXPORTS: dict[str, str] = {
     "WorkSource": "worker",
 }
 __all__ = [
-    "SANDBOXES", "AgentSpec", "EvaluationSummary", "LocalWork", "ProblemLine", "RescoreReport", "RunConfig", "RunSummary",
+    "EPISODE_TOKENS_MAX", "SANDBOXES", "AgentSpec", "EpisodeTokens", "EvaluationSummary", "LocalWork", "ProblemLine", "RescoreReport", "RunConfig", "RunSummary",
     "SandboxLimits", "ValidatorConfig", "WorkSource", "evaluate", "get_sandbox", "rescore_records", "run_agents",
     "sandbox_names", "work_once", "work_until_empty"
 ]

@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from shoparena.errors import BackendError, DataError, NotFoundError
 from shoparena.tasks.types import Problem
 from shoparena.types import Mode
 from shoparena.validator.core import AgentSpec, ProblemResult, ValidatorConfig
+from shoparena.validator.types import EpisodeTokens
 
 __all__ = [
     "RunConfig", "RunSummary", "finished_episodes", "read_run_file", "run_agents", "run_lines", "run_records",
@@ -94,7 +95,7 @@ class RunConfig(BaseModel):
     """Problems at once; default: the number of CPU cores."""
     timeout_s: float = 300.0
     """Per agent call (ORO's per-problem limit)."""
-    episode_tokens: int | None = Field(None, ge=1)
+    episode_tokens: EpisodeTokens | None = None
     """Completion tokens per episode; an episode that asks for more is timed out (``None``: the wall clock only).
     Unlike the wall clock it does not depend on how many episodes share the model."""
     search_mode: Mode = "upstream"

@@ -3,16 +3,23 @@ the summary with ORO's score components (docs/arena.md §6)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoparena.types import Mode
 from shoparena.validator.sandbox.types import SandboxLimits
 
-__all__ = ["AgentSpec", "EvaluationSummary", "ProblemLine", "ValidatorConfig"]
+__all__ = ["EPISODE_TOKENS_MAX", "AgentSpec", "EpisodeTokens", "EvaluationSummary", "ProblemLine", "ValidatorConfig"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+EPISODE_TOKENS_MAX = 1_000_000_000
+"""The largest episode budget in generated tokens: far above any episode, and small enough for every place it is
+written (a JSON integer of 64 bits)."""
+EpisodeTokens = Annotated[int, Field(ge=1, le=EPISODE_TOKENS_MAX)]
+"""An episode's budget in generated tokens, the clock that does not depend on concurrency (``episode_tokens`` of
+the validator's, the run's, the evaluation's and the RS stage's configs)."""
 
 
 class ValidatorConfig(BaseModel):
@@ -32,7 +39,7 @@ class ValidatorConfig(BaseModel):
     """Permit the ``process`` sandbox (validator-logic tests only; never for untrusted code)."""
     workers: int | None = None
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
-    episode_tokens: int | None = Field(None, ge=1)
+    episode_tokens: EpisodeTokens | None = None
     """Completion tokens one episode may generate (the gateway's per-run budget): an episode that asks for more is
     timed out (:func:`~shoparena.validator.core.budget_timeout`). A clock in the episode's own work, so outcomes do
     not depend on how many episodes share the model; ``None``: only the wall clock of ``limits``."""

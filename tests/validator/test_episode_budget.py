@@ -96,3 +96,29 @@ def test_rejection_sampling_takes_the_budget(tmp_path: Path) -> None:
     assert roomy.rows and not tight.rows
     statuses = [json.loads(x)["status"] for x in (tmp_path / "tight" / "runs.jsonl").read_text().splitlines()]
     assert statuses == ["TIMED_OUT"] * 2
+
+
+def test_the_budget_is_bounded_everywhere_it_is_set(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from pydantic import ValidationError
+
+    from shoparena.evaluate import EvalConfig, parse_models
+    from shoparena.train.rs import RSConfig
+    from shoparena.validator import EPISODE_TOKENS_MAX, ValidatorConfig
+
+    for make in (lambda v: RunConfig(agent="react", episode_tokens=v), lambda v: RSConfig(episode_tokens=v),
+                 lambda v: ValidatorConfig(episode_tokens=v),
+                 lambda v: EvalConfig(models=parse_models("policy:expert"), episode_tokens=v)):
+        assert make(EPISODE_TOKENS_MAX).episode_tokens == EPISODE_TOKENS_MAX
+        for bad in (0, EPISODE_TOKENS_MAX + 1, 10**30):
+            with pytest.raises(ValidationError):
+                make(bad)
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "shoparena", "run", "--agent", "react", "--catalog",
+                           str(tmp_path / "none"), "--problems", str(tmp_path / "none.jsonl"), "--out", str(out),
+                           "--episode-tokens", str(10**30)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error:") and "--episode-tokens" in proc.stderr and "hint:" in proc.stderr
+    assert not out.exists()
