@@ -44,7 +44,8 @@ class Trajectory:
     """One canonical corpus row."""
 
     traj_id: str
-    """Store rows: the record id. Imports: :func:`trajectory_id`. Rewrites: a new content id."""
+    """Store rows: :func:`shoparena.corpus.normalize.store.store_row_id` (from the record's key, not its
+    time-stamped record id). Imports: :func:`trajectory_id`. Rewrites: a new content id."""
     source: SourceKind
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]

@@ -66,10 +66,12 @@ def test_store_build_accounts_for_every_row(corpus_world: CorpusWorld, tmp_path:
     assert any(r["source"] == "rewrite" for r in sft_train + sft_eval)
     # provenance stays outside the rows, one line per exported trajectory, traceable to a stored record
     prov = {p["traj_id"]: p for p in read_jsonl_rows(out / "provenance.jsonl")}
-    record_ids = {t.traj_id for t in rows}
+    row_ids = {t.traj_id for t in rows}
+    record_ids = {t.provenance["record_id"] for t in rows}
     for r in sft_train + sft_eval:
         p = prov[r["id"]]["provenance"]
-        assert (p["rewritten_from"] if prov[r["id"]]["rewritten"] else p["record_id"]) in record_ids
+        assert p["record_id"] in record_ids
+        assert (p["rewritten_from"] if prov[r["id"]]["rewritten"] else r["id"]) in row_ids
     assert all("provenance" not in m and "step_meta" not in m for r in sft_train for m in r["messages"])
     for r in sft_train:  # arguments and tools travel as JSON strings
         assert isinstance(r["tools"], str)
@@ -150,6 +152,42 @@ def test_cli_json(corpus_world: CorpusWorld, tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "shoparena", "corpus", "build", "--out", str(out)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "exactly one source" in bad.stderr
+
+
+_CLOCK_KEYS = frozenset({"started_at", "finished_at", "timestamp", "duration_ms", "execution_time"})
+
+
+def _shift_clock(value: object, by: int) -> object:
+    """``value`` with every wall-clock reading moved: what a rerun of the same seeded episodes changes."""
+    if isinstance(value, dict):
+        return {k: (v + by if k in _CLOCK_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
+                    else _shift_clock(v, by)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shift_clock(v, by) for v in value]
+    return value
+
+
+def test_same_episodes_at_other_times_build_the_same_rows(corpus_world: CorpusWorld, tmp_path: Path) -> None:
+    """A seeded arena run twice stores the same episodes under other record ids (the record hashes its timings);
+    the corpus's rows, their order and every choice among tied traces follow the episodes, not the clock."""
+    from shoparena.store.types import TrajectoryRecord
+
+    url = f"sqlite:///{tmp_path / 'rerun.db'}"
+    with open_store(corpus_world.store_url) as src, open_store(url) as dst:
+        bodies = [orjson.loads(b) for b in src.bodies()]
+        moved = [TrajectoryRecord.model_validate({**_shift_clock(b, 3_600_000), "record_id": ""}).sealed(
+            b["created_at"] + 3_600_000) for b in bodies]
+        assert dst.append_many(moved) == len(bodies)
+    assert not {b["record_id"] for b in bodies} & {r.record_id for r in moved}  # every record id changed
+    a = build_corpus(tmp_path / "a", store=corpus_world.store_url, catalog=corpus_world.catalog)
+    b = build_corpus(tmp_path / "b", store=url, catalog=corpus_world.catalog)
+    assert a.stages == b.stages and a.split == b.split
+    for name in ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    # the link back to the store is the provenance's record id, which names the records of each store
+    for out, ids in ((tmp_path / "a", {x["record_id"] for x in bodies}), (tmp_path / "b", {r.record_id for r in moved})):
+        prov = read_jsonl_rows(out / "provenance.jsonl")
+        assert prov and all(p["provenance"]["record_id"] in ids for p in prov)
 
 
 def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, pg_server: TempPostgres,

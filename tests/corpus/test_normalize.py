@@ -23,6 +23,7 @@ from shoparena.corpus.normalize import (
     iter_oro_sft,
     iter_rollouts,
     iter_store,
+    store_row_id,
     text_axis,
     to_envelope,
     to_openai,
@@ -86,7 +87,7 @@ def test_store_rows_copy_fields_axis_from_call_log_and_round_trip_steps(corpus_w
         assert isinstance(row, Trajectory)
         _canonical(row)
         assert (row.traj_id, row.source, row.problem_id, row.bucket, row.cluster_id, row.suite) == (
-            body["record_id"], "store", body["problem_id"], body["bucket"], body["cluster_id"], body["suite"])
+            store_row_id(body), "store", body["problem_id"], body["bucket"], body["cluster_id"], body["suite"])
         assert (row.success, row.judge_score, row.coefficient) == (body["success"], body["judge_score"],
                                                                    body["coefficient"])
         assert row.call_log == body["call_log"] and row.outcome == body["outcome"]

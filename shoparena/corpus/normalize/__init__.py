@@ -21,7 +21,7 @@ from shoparena.corpus.normalize.axis import NON_SEARCH_TOOLS, text_axis
 from shoparena.corpus.normalize.back import to_envelope, to_openai, to_steps
 from shoparena.corpus.normalize.oro_sft import from_oro_sft, iter_oro_sft, qwen3_text, to_oro_sft
 from shoparena.corpus.normalize.steps import from_steps, iter_envelopes, iter_rollouts
-from shoparena.corpus.normalize.store import PROVENANCE_KEYS, from_record, iter_store
+from shoparena.corpus.normalize.store import PROVENANCE_KEYS, from_record, iter_store, store_row_id
 from shoparena.env.output import REASON_CODES as OUTPUT_REASON_CODES
 
 REASONS: tuple[str, ...] = (
@@ -33,7 +33,23 @@ REASONS: tuple[str, ...] = (
 :func:`shoparena.env.output.validate_steps` (``bad_step`` among them)."""
 
 __all__ = [
-    "NON_SEARCH_TOOLS", "PROVENANCE_KEYS", "REASONS", "STAGE", "from_oro_sft", "from_record", "from_steps",
-    "infer_tools", "iter_envelopes", "iter_oro_sft", "iter_rollouts", "iter_store", "qwen3_text", "text_axis",
-    "to_envelope", "to_openai", "to_oro_sft", "to_steps",
+    "NON_SEARCH_TOOLS",
+    "PROVENANCE_KEYS",
+    "REASONS",
+    "STAGE",
+    "from_oro_sft",
+    "from_record",
+    "from_steps",
+    "infer_tools",
+    "iter_envelopes",
+    "iter_oro_sft",
+    "iter_rollouts",
+    "iter_store",
+    "qwen3_text",
+    "store_row_id",
+    "text_axis",
+    "to_envelope",
+    "to_openai",
+    "to_oro_sft",
+    "to_steps",
 ]

@@ -5,10 +5,17 @@ with :func:`shoparena.env.records.steps_to_messages` (so ``step_meta`` rides on 
 those messages without ``step_meta`` (the metas move to ``extras``, so :func:`~shoparena.corpus.normalize.to_steps`
 gives the stored steps back exactly), the tools the run was given (matched by the call log's ``tools_sha256`` /
 ``tool_names``, else by the names it called), the scores, call log and outcome, and the provenance.
+
+The row's ``traj_id`` is :func:`store_row_id`: a hash of the record's key (evaluation run, problem, scoring
+pipeline), not the record id. The record id hashes the whole record, wall-clock times included (when each step
+ran, how long each call took), so the same seeded arena run twice stores the same episodes under different record
+ids; every choice the corpus makes by id (which of two tied traces a problem keeps, the order rows are exported
+and trained in) would then follow the clock. The record id stays in the row's provenance.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,11 +27,22 @@ from shoparena.corpus.types import Rejection, Trajectory
 from shoparena.env.output import OutputDefect, validate_steps
 from shoparena.env.records import steps_to_messages
 
-__all__ = ["PROVENANCE_KEYS", "from_record", "iter_store"]
+__all__ = ["PROVENANCE_KEYS", "from_record", "iter_store", "store_row_id"]
 
 PROVENANCE_KEYS = ("record_id", "agent_id", "agent_version", "eval_run_id", "miner_hotkey", "validator_hotkey",
                    "pipeline_version")
 _REQUIRED = ("record_id", "problem_id")
+
+
+def store_row_id(body: dict[str, Any]) -> str | None:
+    """The corpus id of a stored record: SHA-256 of its ``idempotency_key`` (``eval_run_id|problem_id|
+    pipeline_version``, one record per key in a store), which does not depend on when the episode ran; the record
+    id when the body has no key (a body made by hand). None when it has neither."""
+    key = body.get("idempotency_key")
+    if isinstance(key, str) and key:
+        return hashlib.sha256(b"store-row|" + key.encode()).hexdigest()
+    rid = body.get("record_id")
+    return rid if isinstance(rid, str) else None
 
 
 def _tools(call_log: list[Any], messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -39,7 +57,7 @@ def _tools(call_log: list[Any], messages: list[dict[str, Any]]) -> tuple[str, li
 
 def from_record(body: Any, where: str | None = None) -> Trajectory | Rejection:
     """One stored record body (parsed ``TrajectoryStore.bodies()`` bytes or ``TrajectoryRecord.model_dump()``)
-    as a row; ``traj_id`` is the record id. Takes ownership of ``body``'s nested values (no deep copy).
+    as a row; ``traj_id`` is :func:`store_row_id` (the record id is in ``provenance``). Takes ownership of ``body``'s nested values (no deep copy).
 
     Axis: the record's own (``axis_source="call_log"``) when its call log has search records, else
     :func:`text_axis`. Rejections (``where`` = the record id, or ``where`` when given): ``not_object``,
@@ -79,7 +97,8 @@ def from_record(body: Any, where: str | None = None) -> Trajectory | Rejection:
     else:
         axis, axis_source = text_axis(clean), "text"
     return Trajectory(
-        traj_id=rid or "", source="store", messages=clean, tools=tools, problem_id=body["problem_id"],
+        traj_id=store_row_id(body) or "", source="store", messages=clean, tools=tools,
+        problem_id=body["problem_id"],
         bucket=body.get("bucket"), cluster_id=body.get("cluster_id"), suite=body.get("suite"),
         success=body.get("success"), judge_score=body.get("judge_score"), coefficient=body.get("coefficient"),
         axis=axis, axis_source=axis_source, call_log=call_log, outcome=body.get("outcome"),
