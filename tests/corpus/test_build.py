@@ -154,6 +154,8 @@ def test_cli_json(corpus_world: CorpusWorld, tmp_path: Path) -> None:
     assert bad.returncode != 0 and "exactly one source" in bad.stderr
 
 
+#: What a trainer reads from a corpus: two corpora that agree on these train the same checkpoint.
+_TRAINING_FILES = ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json")
 _CLOCK_KEYS = frozenset({"started_at", "finished_at", "timestamp", "duration_ms", "execution_time"})
 
 
@@ -182,10 +184,11 @@ def test_same_episodes_at_other_times_build_the_same_rows(corpus_world: CorpusWo
     a = build_corpus(tmp_path / "a", store=corpus_world.store_url, catalog=corpus_world.catalog)
     b = build_corpus(tmp_path / "b", store=url, catalog=corpus_world.catalog)
     assert a.stages == b.stages and a.split == b.split
-    for name in ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json"):
+    for name in _TRAINING_FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     # the link back to the store is the provenance's record id, which names the records of each store
-    for out, ids in ((tmp_path / "a", {x["record_id"] for x in bodies}), (tmp_path / "b", {r.record_id for r in moved})):
+    stores = ((tmp_path / "a", {x["record_id"] for x in bodies}), (tmp_path / "b", {r.record_id for r in moved}))
+    for out, ids in stores:
         prov = read_jsonl_rows(out / "provenance.jsonl")
         assert prov and all(p["provenance"]["record_id"] in ids for p in prov)
 
@@ -202,7 +205,7 @@ def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, pg_ser
     a = build_corpus(tmp_path / "sqlite", store=corpus_world.store_url, catalog=corpus_world.catalog)
     b = build_corpus(tmp_path / "pg", store=url, catalog=corpus_world.catalog)
     assert a.stages == b.stages and a.split == b.split
-    for name in ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json"):
+    for name in _TRAINING_FILES:
         assert (tmp_path / "sqlite" / name).read_bytes() == (tmp_path / "pg" / name).read_bytes(), name
     assert "***" in b.source["url"] or "@" not in b.source["url"]  # never a password in the manifest
     # --since selects by record time (CLI): a bound after the last record selects nothing, and an empty corpus is

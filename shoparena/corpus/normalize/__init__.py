@@ -33,23 +33,7 @@ REASONS: tuple[str, ...] = (
 :func:`shoparena.env.output.validate_steps` (``bad_step`` among them)."""
 
 __all__ = [
-    "NON_SEARCH_TOOLS",
-    "PROVENANCE_KEYS",
-    "REASONS",
-    "STAGE",
-    "from_oro_sft",
-    "from_record",
-    "from_steps",
-    "infer_tools",
-    "iter_envelopes",
-    "iter_oro_sft",
-    "iter_rollouts",
-    "iter_store",
-    "qwen3_text",
-    "store_row_id",
-    "text_axis",
-    "to_envelope",
-    "to_openai",
-    "to_oro_sft",
-    "to_steps",
+    "NON_SEARCH_TOOLS", "PROVENANCE_KEYS", "REASONS", "STAGE", "from_oro_sft", "from_record", "from_steps",
+    "infer_tools", "iter_envelopes", "iter_oro_sft", "iter_rollouts", "iter_store", "qwen3_text", "store_row_id",
+    "text_axis", "to_envelope", "to_openai", "to_oro_sft", "to_steps",
 ]

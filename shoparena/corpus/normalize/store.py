@@ -57,7 +57,8 @@ def _tools(call_log: list[Any], messages: list[dict[str, Any]]) -> tuple[str, li
 
 def from_record(body: Any, where: str | None = None) -> Trajectory | Rejection:
     """One stored record body (parsed ``TrajectoryStore.bodies()`` bytes or ``TrajectoryRecord.model_dump()``)
-    as a row; ``traj_id`` is :func:`store_row_id` (the record id is in ``provenance``). Takes ownership of ``body``'s nested values (no deep copy).
+    as a row; ``traj_id`` is :func:`store_row_id` (the record id is in ``provenance``). Takes ownership of
+    ``body``'s nested values (no deep copy).
 
     Axis: the record's own (``axis_source="call_log"``) when its call log has search records, else
     :func:`text_axis`. Rejections (``where`` = the record id, or ``where`` when given): ``not_object``,
