@@ -130,15 +130,18 @@ def _claim(out: Path, *, corpus: Path, catalog: Path | None, base: str, recipe_t
     import hashlib
 
     from shoparena.artefact import Found, claim_out
-    from shoparena.corpus import read_manifest
+    from shoparena.corpus import read_manifest, training_hash
 
     def differs(found: Found) -> list[str]:
         if found.body is None or resume:
             return []
-        corpus_sha = (read_manifest(corpus, verify=False).get("manifest_hash")
-                      if (corpus / "manifest.json").is_file() else None)
+        # the corpus as the stages read it (its training files and split) where the run recorded that, else (a run
+        # made before it did) the whole corpus manifest
+        field = "corpus_training_sha256" if found.body.get("corpus_training_sha256") else "corpus_manifest_sha256"
+        body = read_manifest(corpus, verify=False) if (corpus / "manifest.json").is_file() else {}
+        corpus_sha = training_hash(body) if field == "corpus_training_sha256" else body.get("manifest_hash")
         now = {"recipe": hashlib.sha256(recipe_text.encode()).hexdigest(), "corpus": corpus_sha, "base": base}
-        was = {"recipe": found.body.get("recipe_sha256"), "corpus": found.body.get("corpus_manifest_sha256"),
+        was = {"recipe": found.body.get("recipe_sha256"), "corpus": found.body.get(field),
                "base": found.body.get("base")}
         return [f"{k} {'(its text)' if k == 'recipe' else repr(was[k])} (asked: "
                 f"{recipe if k == 'recipe' else repr(now[k])})" for k in now if now[k] != was[k]]

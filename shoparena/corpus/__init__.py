@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from shoparena.corpus.export import (
         jsonable,
         read_manifest,
+        training_hash,
         write_grpo,
         write_kto,
         write_manifest,
@@ -46,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "split_problems": "split",
     "SplitConfig": "split",
     "SplitManifest": "split",
+    "training_hash": "export",
     "Trajectory": "types",
     "verify_split": "split",
     "write_grpo": "export",
@@ -56,7 +58,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "MAX_VALIDATION_FRACTION", "CorpusConfig", "CorpusReport", "FilterConfig", "SplitConfig", "SplitManifest",
     "Trajectory", "assign_rows", "build_corpus", "jsonable", "partition_problems", "read_manifest", "split_problems",
-    "verify_split",
+    "training_hash", "verify_split",
     "write_grpo", "write_kto", "write_manifest", "write_sft"
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

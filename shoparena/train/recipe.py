@@ -100,6 +100,8 @@ class TrainManifest(BaseModel):
     recipe_text: str
     corpus: str
     corpus_manifest_sha256: str | None
+    corpus_training_sha256: str | None = None
+    """The corpus's :func:`~shoparena.corpus.export.manifest.training_hash`: what the stages' keys hold of it."""
     base: str
     base_sha256: str
     stages_requested: list[str]
@@ -330,7 +332,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     """Run ``stages`` (default: the recipe's) of ``recipe`` over the corpus in ``corpus_dir`` into ``out_dir``.
     ``progress``: a bar per phase of each stage, drawn by ``bar(description, total)`` (``True``: rich bars on
     stderr); ``on_stage(result, skipped)`` is called as each stage finishes (or is found finished on ``resume``)."""
-    from shoparena.corpus.export.manifest import read_manifest
+    from shoparena.corpus.export.manifest import read_manifest, training_hash
     from shoparena.train.harness import problems_of_rows
 
     t0 = time.perf_counter()
@@ -371,7 +373,8 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     model = _base_model(recipe, out)
     manifest = TrainManifest(
         recipe=recipe.name, recipe_sha256=hashlib.sha256(text.encode()).hexdigest(), recipe_text=text,
-        corpus=str(corpus), corpus_manifest_sha256=corpus_manifest.get("manifest_hash"), base=recipe.base,
+        corpus=str(corpus), corpus_manifest_sha256=corpus_manifest.get("manifest_hash"),
+        corpus_training_sha256=training_hash(corpus_manifest), base=recipe.base,
         base_sha256=checkpoint_sha256(model), stages_requested=list(chosen),
         seeds={"recipe": recipe.seed, **{s: getattr(recipe, s).seed for s in chosen}},
         versions=_versions(),
@@ -385,8 +388,10 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     input_sha = manifest.base_sha256
     for name in chosen:
         sdir = out / name
-        key = stage_key(name, getattr(recipe, name), input_sha, manifest.corpus_manifest_sha256)
-        done = load_stage(sdir, key) if chain_intact else None
+        key = stage_key(name, getattr(recipe, name), input_sha, _corpus_key(name, recipe, corpus, manifest))
+        # a stage finished before keys held the training files' hash carries its corpus manifest hash instead
+        legacy = stage_key(name, getattr(recipe, name), input_sha, manifest.corpus_manifest_sha256)
+        done = (load_stage(sdir, key) or load_stage(sdir, legacy)) if chain_intact else None
         if done is None and chain_intact and weights_changed(sdir):
             manifest.redone.append(name)
         if done is not None:
@@ -396,7 +401,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
             mod = _stage_module(name)
             # an interrupted stage continues from its checkpoints only when they were made from the same config,
             # input and corpus; otherwise (and without --resume) they are removed and the stage starts afresh
-            own = chain_intact and stage_key_matches(sdir, key)
+            own = chain_intact and (stage_key_matches(sdir, key) or stage_key_matches(sdir, legacy))
             if not own and (sdir / "checkpoints").is_dir():
                 import shutil
 
@@ -435,6 +440,22 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     manifest.wall_s = round(time.perf_counter() - t0, 3)
     _write_manifest(out, manifest)
     return manifest
+
+
+def _corpus_key(name: str, recipe: Recipe, corpus: Path, manifest: TrainManifest) -> str | None:
+    """What a stage's key holds of its corpus: the hash of the training files and split (so a corpus rebuilt from a
+    store rerun with the same seed, whose training files are byte-identical, reuses the stage), and for a teacher
+    stage that draws fresh bank problems, the sealed hash of the bank it draws them from."""
+    corpus_sha = manifest.corpus_training_sha256 or manifest.corpus_manifest_sha256
+    if name != "teacher" or recipe.teacher.bank_problems <= 0:
+        return corpus_sha
+    from shoparena.seal import read_json
+    from shoparena.train.teacher import find_banks
+
+    bank = read_json(find_banks(recipe.teacher, corpus) / "manifest.json", what="the bank manifest",
+                     hint="build the bank with `shoparena arena banks build`")
+    seal = bank.get("manifest_sha256") if isinstance(bank, dict) else None
+    return hashlib.sha256(f"{corpus_sha}|bank:{seal}".encode()).hexdigest()
 
 
 RUN_DIR = "{out}"

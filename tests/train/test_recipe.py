@@ -318,3 +318,68 @@ def test_grpo_prompts_from_names_the_runs_own_directory(rl_world: Any, tmp_path:
     stages = [json.loads((tmp_path / w / "grpo" / "stage.json").read_text()) for w in "ab"]
     assert [s["metrics"]["prompts_from"] for s in stages] == [str(tmp_path / w / "samples") for w in "ab"]
     assert all(s["metrics"]["prompts"] == 1 for s in stages) and stages[0]["key_sha256"] == stages[1]["key_sha256"]
+
+
+def _resealed_copy(corpus: Path, out: Path, edit: str, change: Any) -> Path:
+    """A copy of ``corpus`` with one file rewritten line by line by ``change`` and its manifest sealed again, as a
+    rebuild that differs only there would write it."""
+    import shutil
+
+    from shoparena.seal import file_hashes, read_json, seal, write_json
+
+    shutil.copytree(corpus, out)
+    path = out / edit
+    path.write_text("".join(change(line) for line in path.read_text().splitlines(keepends=True)))
+    body = read_json(out / "manifest.json")
+    body["files"] = file_hashes(out, exclude={"manifest.json"})
+    write_json(out / "manifest.json", seal(body, "manifest_hash"))
+    return out
+
+
+def test_resume_keys_stages_on_the_training_files_not_the_provenance(train_world: TrainWorld, tmp_path: Path) -> None:
+    """A corpus rebuilt from a store rerun with the same seed has byte-identical training files but other record ids
+    in ``provenance.jsonl`` (so another manifest hash): ``--resume`` reuses the stage for it. One changed training row
+    retrains it."""
+    from shoparena.corpus import read_manifest
+    from shoparena.corpus.export.manifest import training_hash
+
+    recipe, text = load_recipe("tiny")
+    recipe = recipe.model_copy(update={"sft": recipe.sft.model_copy(update={"max_steps": 2, "save_steps": 1})})
+    out = tmp_path / "run"
+    first = run_recipe(recipe, train_world.corpus, out, stages=["sft"], recipe_text=text)
+
+    def other_record(line: str) -> str:
+        row = json.loads(line)  # the record id the row was exported from, as a rerun's clock readings change it
+        prov = row.get("provenance")
+        row["provenance"] = {**prov, "record_id": "f" * 64} if isinstance(prov, dict) else "f" * 64
+        return json.dumps(row) + "\n"
+
+    rerun = _resealed_copy(train_world.corpus, tmp_path / "rerun", "provenance.jsonl", other_record)
+    was, now = read_manifest(train_world.corpus), read_manifest(rerun)  # both verify
+    assert was["manifest_hash"] != now["manifest_hash"] and training_hash(was) == training_hash(now)
+    same = run_recipe(recipe, rerun, out, stages=["sft"], resume=True, recipe_text=text)
+    assert same.skipped == ["sft"] and same.checkpoints == first.checkpoints
+    assert same.corpus_training_sha256 == training_hash(was)
+
+    lines = (train_world.corpus / "sft_train.jsonl").read_text().splitlines(keepends=True)
+    dropped = _resealed_copy(train_world.corpus, tmp_path / "dropped", "sft_train.jsonl",
+                             lambda line: "" if line == lines[-1] else line)
+    assert training_hash(read_manifest(dropped)) != training_hash(was)
+    again = run_recipe(recipe, dropped, out, stages=["sft"], resume=True, recipe_text=text)
+    assert again.skipped == [] and again.stages[0].resumed_from is None  # its checkpoints were for other rows
+
+
+def test_a_run_keyed_on_the_corpus_manifest_is_still_resumed(train_world: TrainWorld, tmp_path: Path) -> None:
+    """A stage finished when keys held the whole corpus manifest's hash is reused for that same corpus."""
+    from shoparena.train.checkpoint import stage_key
+
+    recipe, text = load_recipe("tiny")
+    recipe = recipe.model_copy(update={"sft": recipe.sft.model_copy(update={"max_steps": 2, "save_steps": 1})})
+    out = tmp_path / "run"
+    first = run_recipe(recipe, train_world.corpus, out, stages=["sft"], recipe_text=text)
+    old = stage_key("sft", recipe.sft, first.base_sha256, first.corpus_manifest_sha256)
+    stage = json.loads((out / "sft" / "stage.json").read_text())
+    assert stage["key_sha256"] != old
+    (out / "sft" / "stage.json").write_text(json.dumps({**stage, "key_sha256": old}))
+    again = run_recipe(recipe, train_world.corpus, out, stages=["sft"], resume=True, recipe_text=text)
+    assert again.skipped == ["sft"] and again.checkpoints == first.checkpoints

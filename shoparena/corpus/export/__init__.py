@@ -5,7 +5,7 @@ One module per trainer format — :mod:`~shoparena.corpus.export.sft`, :mod:`~sh
 :mod:`~shoparena.corpus.export.grpo` — over :mod:`~shoparena.corpus.export.common` (rows, writers, readers) and
 :mod:`~shoparena.corpus.export.manifest`. Re-exports :func:`write_sft`, :func:`write_kto`, :func:`write_grpo`,
 :func:`write_manifest`, their readers (:func:`read_jsonl_rows`, :func:`read_parquet_rows`,
-:func:`read_dataset_rows`, :func:`read_manifest`) and :func:`kto_label`. Each writer makes ``<name>.jsonl``,
+:func:`read_dataset_rows`, :func:`read_manifest`), :func:`training_hash` and :func:`kto_label`. Each writer makes ``<name>.jsonl``,
 ``<name>.parquet`` and — when ``datasets`` is importable (the ``train`` extra) — ``<name>_dataset/``
 (``Dataset.save_to_disk``); without it the directory is skipped with a note in the result. Every file is
 written atomically (temp file or directory renamed into place).
@@ -49,9 +49,9 @@ from shoparena.corpus.export.common import (
 )
 from shoparena.corpus.export.grpo import write_grpo
 from shoparena.corpus.export.kto import kto_label, write_kto
-from shoparena.corpus.export.manifest import jsonable, read_manifest, write_manifest
+from shoparena.corpus.export.manifest import jsonable, read_manifest, training_hash, write_manifest
 from shoparena.corpus.export.sft import write_sft
 
 __all__ = ["EXPORT_FORMAT", "MANIFEST_NAME", "SCHEMAS", "ExportResult", "datasets_available", "jsonable", "kto_label",
-           "read_dataset_rows", "read_jsonl_rows", "read_manifest", "read_parquet_rows", "write_grpo", "write_kto",
-           "write_manifest", "write_sft"]
+           "read_dataset_rows", "read_jsonl_rows", "read_manifest", "read_parquet_rows", "training_hash", "write_grpo",
+           "write_kto", "write_manifest", "write_sft"]

@@ -19,7 +19,13 @@ from shoparena.corpus.types import Rejection
 from shoparena.errors import DataError, NotFoundError
 from shoparena.seal import file_errors, file_hashes, read_json, seal, seal_errors, write_json
 
-__all__ = ["jsonable", "read_manifest", "write_manifest"]
+__all__ = ["TRAINING_FILES", "jsonable", "read_manifest", "training_hash", "write_manifest"]
+
+TRAINING_FILES = ("sft_train.jsonl", "sft_validation.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl",
+                  "split.json")
+"""What the training stages read from a corpus directory: the rows they train and hold out, and the split the
+teacher stage draws fresh bank problems against. The other files are the same rows in other formats, the rejection
+and selection reports, and ``provenance.jsonl``, whose record ids hash each record's clock readings."""
 
 
 def jsonable(value: Any) -> Any:
@@ -88,3 +94,22 @@ def read_manifest(out_dir: str | os.PathLike[str], *, verify: bool = True) -> di
         raise DataError(f"{path}: export does not match its manifest ({len(problems)} problems): "
                         + "; ".join(problems), hint="re-run the export instead of editing its files")
     return body
+
+
+def training_hash(manifest: Mapping[str, Any]) -> str | None:
+    """sha256 of the recorded hashes of :data:`TRAINING_FILES` in a corpus ``manifest`` (read with
+    :func:`read_manifest`, verified), or None when it lists none of them. Two corpora whose training rows and split
+    are byte-identical share it even when their manifests differ elsewhere (the record ids in ``provenance.jsonl``
+    of a store rerun with the same seed, the recorded paths of its sources), so a training stage keyed on it is
+    reused for either."""
+    import hashlib
+
+    files = manifest.get("files") if isinstance(manifest, Mapping) else None
+    if not isinstance(files, Mapping):
+        return None
+    listed = {name: files[name].get("sha256") if isinstance(files[name], Mapping) else files[name]
+              for name in TRAINING_FILES if name in files}
+    if not listed:
+        return None
+    blob = "".join(f"{name}\0{sha}\n" for name, sha in sorted(listed.items()))
+    return hashlib.sha256(blob.encode()).hexdigest()
