@@ -5,10 +5,10 @@ One module per trainer format — :mod:`~shoparena.corpus.export.sft`, :mod:`~sh
 :mod:`~shoparena.corpus.export.grpo` — over :mod:`~shoparena.corpus.export.common` (rows, writers, readers) and
 :mod:`~shoparena.corpus.export.manifest`. Re-exports :func:`write_sft`, :func:`write_kto`, :func:`write_grpo`,
 :func:`write_manifest`, their readers (:func:`read_jsonl_rows`, :func:`read_parquet_rows`,
-:func:`read_dataset_rows`, :func:`read_manifest`), :func:`training_hash` and :func:`kto_label`. Each writer makes ``<name>.jsonl``,
-``<name>.parquet`` and — when ``datasets`` is importable (the ``train`` extra) — ``<name>_dataset/``
-(``Dataset.save_to_disk``); without it the directory is skipped with a note in the result. Every file is
-written atomically (temp file or directory renamed into place).
+:func:`read_dataset_rows`, :func:`read_manifest`), :func:`training_hash` and :func:`kto_label`. Each writer
+makes ``<name>.jsonl``, ``<name>.parquet`` and — when ``datasets`` is importable (the ``train`` extra) —
+``<name>_dataset/`` (``Dataset.save_to_disk``); without it the directory is skipped with a note in the result.
+Every file is written atomically (temp file or directory renamed into place).
 
 Row forms (the JSONL row is *the* row; the other formats hold the same values):
 
