@@ -388,7 +388,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     input_sha = manifest.base_sha256
     for name in chosen:
         sdir = out / name
-        key = stage_key(name, getattr(recipe, name), input_sha, _corpus_key(name, recipe, corpus, manifest))
+        key = stage_key(name, getattr(recipe, name), input_sha, _corpus_key(name, recipe, corpus, catalog_dir, manifest))
         # a stage finished before keys held the training files' hash carries its corpus manifest hash instead
         legacy = stage_key(name, getattr(recipe, name), input_sha, manifest.corpus_manifest_sha256)
         done = (load_stage(sdir, key) or load_stage(sdir, legacy)) if chain_intact else None
@@ -442,20 +442,30 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
     return manifest
 
 
-def _corpus_key(name: str, recipe: Recipe, corpus: Path, manifest: TrainManifest) -> str | None:
-    """What a stage's key holds of its corpus: the hash of the training files and split (so a corpus rebuilt from a
-    store rerun with the same seed, whose training files are byte-identical, reuses the stage), and for a teacher
+def _corpus_key(name: str, recipe: Recipe, corpus: Path, catalog_dir: str | os.PathLike[str] | None,
+                manifest: TrainManifest) -> str | None:
+    """What a stage's key holds of its data: the hash of the corpus's training files and split (so a corpus rebuilt
+    from a store rerun with the same seed, whose training files are byte-identical, reuses the stage); for a stage
+    that plays episodes (RS, teacher, GRPO), the catalog's content hash its search index records; for a teacher
     stage that draws fresh bank problems, the sealed hash of the bank it draws them from."""
     corpus_sha = manifest.corpus_training_sha256 or manifest.corpus_manifest_sha256
-    if name != "teacher" or recipe.teacher.bank_problems <= 0:
+    if name not in ("rs", "teacher", "grpo"):
         return corpus_sha
+    from shoparena.catalog import index_path
     from shoparena.seal import read_json
-    from shoparena.train.teacher import find_banks
 
-    bank = read_json(find_banks(recipe.teacher, corpus) / "manifest.json", what="the bank manifest",
-                     hint="build the bank with `shoparena arena banks build`")
-    seal = bank.get("manifest_sha256") if isinstance(bank, dict) else None
-    return hashlib.sha256(f"{corpus_sha}|bank:{seal}".encode()).hexdigest()
+    parts = [str(corpus_sha)]
+    if catalog_dir is not None:
+        meta = read_json(index_path(catalog_dir) / "meta.json", what="the catalog's index metadata",
+                         hint="rebuild the catalog with `shoparena catalog generate` or `catalog import`")
+        parts.append(f"catalog:{meta.get('catalog_sha256') if isinstance(meta, dict) else None}")
+    if name == "teacher" and recipe.teacher.bank_problems > 0:
+        from shoparena.train.teacher import find_banks
+
+        bank = read_json(find_banks(recipe.teacher, corpus) / "manifest.json", what="the bank manifest",
+                         hint="build the bank with `shoparena arena banks build`")
+        parts.append(f"bank:{bank.get('manifest_sha256') if isinstance(bank, dict) else None}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
 RUN_DIR = "{out}"

@@ -383,3 +383,31 @@ def test_a_run_keyed_on_the_corpus_manifest_is_still_resumed(train_world: TrainW
     (out / "sft" / "stage.json").write_text(json.dumps({**stage, "key_sha256": old}))
     again = run_recipe(recipe, train_world.corpus, out, stages=["sft"], resume=True, recipe_text=text)
     assert again.skipped == ["sft"] and again.checkpoints == first.checkpoints
+
+
+def test_resume_retrains_the_stages_that_play_episodes_on_another_catalog(train_world: TrainWorld,
+                                                                         tmp_path: Path) -> None:
+    """RS samples episodes over the catalog, so its key holds the catalog's content hash: a catalog with one
+    product's title changed reruns RS and keeps stage 1, which reads the corpus only."""
+    from shoparena.catalog.directory import create_catalog, index_path, iter_catalog_products
+    from shoparena.catalog.index import SearchIndex
+
+    recipe, text = load_recipe("tiny")
+    recipe = recipe.model_copy(update={
+        "sft": recipe.sft.model_copy(update={"max_steps": 2, "save_steps": 1}),
+        "rs": recipe.rs.model_copy(update={"max_steps": 1, "max_problems": 1})})
+    out = tmp_path / "run"
+    first = run_recipe(recipe, train_world.corpus, out, stages=["sft", "rs"], catalog_dir=train_world.catalog,
+                       recipe_text=text)
+    same = run_recipe(recipe, train_world.corpus, out, stages=["sft", "rs"], catalog_dir=train_world.catalog,
+                      resume=True, recipe_text=text)
+    assert same.skipped == ["sft", "rs"]
+
+    products = list(iter_catalog_products(train_world.catalog))
+    products[-1] = products[-1].model_copy(update={"title": products[-1].title + " (renamed)"})
+    other = tmp_path / "catalog"
+    was = SearchIndex.open(index_path(train_world.catalog)).catalog_sha256
+    assert create_catalog(products, other).catalog_sha256 != was
+    again = run_recipe(recipe, train_world.corpus, out, stages=["sft", "rs"], catalog_dir=other, resume=True,
+                       recipe_text=text)
+    assert again.skipped == ["sft"] and again.stages[1].key_sha256 != first.stages[1].key_sha256
