@@ -108,19 +108,50 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
     return [by_step[k] for k in sorted(by_step)]
 
 
+def _spent(path: Path) -> tuple[float, float]:
+    """CPU and wall seconds the stage's earlier processes spent, up to the last step each logged: the largest
+    cumulative figures of any line, the steps a killed process made after its last checkpoint included (that work was
+    done, then redone)."""
+    cpu = wall = 0.0
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                cpu, wall = max(cpu, rec.get("cpu_s") or 0.0), max(wall, rec.get("wall_s") or 0.0)
+    return cpu, wall
+
+
+def _mean_loss(log: Sequence[dict[str, Any]], steps: int) -> float | None:
+    """The mean per-step training loss over ``steps`` from the step log (each line's loss weighted by the steps it
+    covers), the figure an uninterrupted trainer reports; None unless the log covers steps 1 to ``steps``. A resumed
+    trainer's own figure adds only the steps since its checkpoint and divides by all of them."""
+    if not log or log[-1]["step"] != steps or steps <= 0:
+        return None
+    total, prev = 0.0, 0
+    for rec in log:
+        if rec.get("loss") is None:
+            return None
+        total += rec["loss"] * (rec["step"] - prev)
+        prev = rec["step"]
+    return total / steps
+
+
 # ── the trainer ──────────────────────────────────────────────────────────────────────────────────────────────
 
 
-def _make_callbacks(transformers: Any, log_path: Path, tokens_before: float = 0) -> Any:
+def _make_callbacks(transformers: Any, log_path: Path, tokens_before: float = 0,
+                    spent: tuple[float, float] = (0.0, 0.0)) -> Any:
     """The step logger. ``tokens_before`` is the run's input-token count at the checkpoint a resumed process starts
     from: TRL (1.16) counts ``num_tokens`` from zero in every process, so the log adds it to stay cumulative, the
-    same numbers as an uninterrupted run."""
+    same numbers as an uninterrupted run. ``spent``: the CPU and wall seconds of the stage's earlier processes
+    (:func:`_spent`), to which each line's cumulative ``cpu_s`` and ``wall_s`` add this process's."""
 
     class _StepLog(transformers.TrainerCallback):
         """One JSON line per logged step: loss, learning rate, tokens/s (input tokens since the last line)."""
 
         def __init__(self) -> None:
-            self.t = time.perf_counter()
+            self.t = self.t0 = time.perf_counter()
+            self.c0 = time.process_time()
             self.tokens = None
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
@@ -135,7 +166,9 @@ def _make_callbacks(transformers: Any, log_path: Path, tokens_before: float = 0)
                 rate = round((tokens - self.tokens) / (now - self.t), 1)
             self.t, self.tokens = now, tokens
             rec = {"step": state.global_step, "loss": logs["loss"], "learning_rate": logs.get("learning_rate"),
-                   "grad_norm": logs.get("grad_norm"), "num_tokens": tokens, "tokens_per_s": rate}
+                   "grad_norm": logs.get("grad_norm"), "num_tokens": tokens, "tokens_per_s": rate,
+                   "cpu_s": round(spent[0] + time.process_time() - self.c0, 3),
+                   "wall_s": round(spent[1] + now - self.t0, 3)}
             with open(log_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
 
@@ -159,6 +192,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
         log_path.unlink(missing_ok=True)
     at = checkpoint_step(last) if last is not None else None  # the run's tokens up to there (TRL restarts at 0)
     tokens_before = next((r["num_tokens"] or 0 for r in _read_log(log_path) if r["step"] == at), 0)
+    spent = _spent(log_path)
     transformers.set_seed(config.seed)
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True,
@@ -170,7 +204,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
         model=model, args=args, train_dataset=Dataset.from_list(train),
         eval_dataset=Dataset.from_list(evals) if evals else None, processing_class=tokenizer,
         peft_config=peft_config(config),
-        callbacks=trainer_callbacks(stage, progress, [_make_callbacks(transformers, log_path, tokens_before),
+        callbacks=trainer_callbacks(stage, progress, [_make_callbacks(transformers, log_path, tokens_before, spent),
                                                       *callbacks], what=what),
     ))
     t0, c0 = time.perf_counter(), time.process_time()
@@ -190,9 +224,11 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     log = _read_log(log_path)
     tokens = log[-1]["num_tokens"] if log else None  # the whole run's, across resumes
     process_tokens = tokens - tokens_before if tokens is not None else None  # throughput of this process
-    return {"lr": lr, "eval_loss": eval_loss, "train_loss": out.training_loss, "steps": out.global_step,
-            "loss_first": log[0]["loss"] if log else None, "loss_last": log[-1]["loss"] if log else None,
-            "losses": [r["loss"] for r in log], "seconds": seconds, "cpu_seconds": cpu_seconds,
+    train_loss = _mean_loss(log, out.global_step)
+    return {"lr": lr, "eval_loss": eval_loss, "train_loss": out.training_loss if train_loss is None else train_loss,
+            "steps": out.global_step, "loss_first": log[0]["loss"] if log else None,
+            "loss_last": log[-1]["loss"] if log else None, "losses": [r["loss"] for r in log], "seconds": seconds,
+            "cpu_seconds": cpu_seconds, "cpu_before": spent[0], "wall_before": spent[1],
             "num_tokens": tokens, "process_tokens": process_tokens, "resumed_from": last, "model": dest}
 
 
@@ -272,7 +308,11 @@ def train_sft(model_dir: str | os.PathLike[str], train_rows: Sequence[dict[str, 
     epochs_seen = best["steps"] / steps_per_epoch
     tokens_trained = round(trained * epochs_seen)
     metrics = {k: best[k] for k in ("lr", "eval_loss", "train_loss", "loss_first", "loss_last", "losses")}
-    metrics["train_cpu_s"] = round(best["cpu_seconds"], 3)  # process CPU time of the train loop (all threads)
+    # CPU time of the train loop (all threads): of every process the stage took, interrupted ones included, and of
+    # this one; wall time likewise
+    metrics["train_cpu_s"] = round(best["cpu_before"] + best["cpu_seconds"], 3)
+    metrics["train_cpu_s_process"] = round(best["cpu_seconds"], 3)
+    metrics["train_wall_s"] = round(best["wall_before"] + best["seconds"], 3)
     metrics["train_tokens_seen"] = best["num_tokens"]
     metrics["callless_turns"] = {"rule": config.callless_turns, "train_rows": train.counts["rows_callless"],
                                  "eval_rows": evals.counts["rows_callless"]}

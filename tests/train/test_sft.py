@@ -101,6 +101,14 @@ def test_same_seed_same_bytes_and_resume_after_kill(train_world: TrainWorld, tin
     # the token counts stay cumulative across the resume (TRL restarts its own at zero in every process)
     assert _tokens(tmp_path / "k") == _tokens(tmp_path / "a") and _tokens(tmp_path / "a")[-1] > 0
     assert resumed.metrics["train_tokens_seen"] == a.metrics["train_tokens_seen"]
+    # the mean training loss covers every step, as the uninterrupted run's (the trainer's own figure of a resumed
+    # process adds only the steps since its checkpoint), and the compute time adds the killed process's
+    assert resumed.metrics["train_loss"] == pytest.approx(a.metrics["train_loss"], rel=1e-6)
+    killed = max(r["cpu_s"] for r in map(json.loads, (tmp_path / "k" / "log.jsonl").read_text().splitlines())
+                 if r["step"] <= 2)  # the killed process logged steps 1 and 2
+    assert resumed.metrics["train_cpu_s"] == pytest.approx(killed + resumed.metrics["train_cpu_s_process"], abs=1e-3)
+    assert resumed.metrics["train_wall_s"] > resumed.seconds and a.metrics["train_cpu_s_process"] == a.metrics[
+        "train_cpu_s"]
     again = train_sft(tiny_model, rows, evals, cfg, tmp_path / "k", resume=True)  # finished: returned as is
     assert again == resumed
 
