@@ -46,9 +46,11 @@ __all__ = [
 
 def run_lines(data: bytes, path: Path) -> list[tuple[int, Any]]:
     """``(line number, value)`` of every non-blank line of a run's JSONL bytes (``path`` only names them); a line
-    that is not JSON → :class:`DataError` naming it."""
+    that is not JSON → :class:`DataError` naming it. Lines end at ``\n`` only: a model's text may hold U+2028 or
+    U+0085 raw inside a JSON string, which ``str.splitlines`` would take for line ends."""
     rows = []
-    for i, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+    for i, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.decode("utf-8", errors="replace")
         if line.strip():
             try:
                 rows.append((i, json.loads(line)))

@@ -213,3 +213,15 @@ def test_the_one_reader_reads_back_what_the_run_wrote(uninterrupted: Path, tmp_p
         with pytest.raises(DataError, match=why):
             run_records(data, runs_file)
     assert len(run_records(good + b"\n\n" + good + b"\n", runs_file)) == 2  # blank lines are not records
+
+
+def test_a_model_text_with_unicode_line_separators_reads_back(tmp_path: Path) -> None:
+    """A model may emit U+2028, U+2029 or U+0085; JSON writers leave them raw inside a string, and only ``\\n`` ends a
+    JSONL line, so the record reads back whole."""
+    import orjson
+
+    records = [{"seq": 0, "content": "Recommending 1234.\u2028<think>"}, {"seq": 1, "content": "a\u2029b\x85c"}]
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    assert "\u2028" in path.read_text(encoding="utf-8")  # written raw, not escaped
+    assert read_run_file(path) == records
