@@ -83,7 +83,7 @@ def train(
         print_json(portable(manifest, out).model_dump(mode="json"))  # as manifest.json holds it
         return
     table = Table(title=f"train {spec.name} → {out}", title_justify="left")
-    for col in ("stage", "steps", "loss first → last", "eval loss", "tokens/s", "seconds", "checkpoint"):
+    for col in ("stage", "steps", "loss first → last", "eval loss", "tokens/s", "seconds", "cpu s", "checkpoint"):
         table.add_column(col, justify="left" if col in ("stage", "checkpoint") else "right")
     for r in manifest.stages:
         m = r.metrics
@@ -92,9 +92,12 @@ def train(
         ev = f"{m['eval_loss']:.3f}" if m.get("eval_loss") is not None else "–"
         skipped = (" (resumed: done)" if r.stage in manifest.skipped else
                    " (trained again: its weights had changed)" if r.stage in manifest.redone else "")
+        cpu = m.get("stage_cpu_s")  # the whole stage over every process that worked on it
         table.add_row(r.stage + skipped, str(r.steps), loss, ev, f"{r.tokens_per_s or 0:.0f}", f"{r.seconds:.1f}",
-                      r.checkpoint_sha256[:12])
+                      f"{cpu:.0f}" if isinstance(cpu, (int, float)) else "–", r.checkpoint_sha256[:12])
     console.print(table)
+    if manifest.cpu_s is not None:
+        console.print(f"compute: {manifest.cpu_s:.0f} CPU-s over the run's stages, every process included")
     console.print(f"final model: hf:{manifest.final_model}  (manifest: {out / 'manifest.json'}, log: "
                   f"{out / LOG_FILE})")
 

@@ -19,7 +19,7 @@ import os
 import platform
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
@@ -37,6 +37,7 @@ from shoparena.train.checkpoint import (
     weights_changed,
     write_stage,
 )
+from shoparena.train.clock import StageClock
 from shoparena.train.grpo import GRPOConfig
 from shoparena.train.kto import KTOConfig
 from shoparena.train.rs import RSConfig
@@ -117,6 +118,10 @@ class TrainManifest(BaseModel):
     final_model: str | None = None
     complete: bool = False
     wall_s: float = 0.0
+    """Wall seconds of the last process that ran ``train`` on this directory."""
+    cpu_s: float | None = None
+    """CPU seconds of the run's stages so far, summed over every process that worked on each (``stage_cpu_s`` of
+    :mod:`shoparena.train.clock`); None while a stage finished before stages recorded it."""
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -324,6 +329,13 @@ def _inherit_format(src: Path, dest: Path) -> None:
         shutil.copyfile(src / FORMAT_FILE, dest / FORMAT_FILE)
 
 
+def _run_cpu_s(stages: Sequence[StageResult]) -> float | None:
+    spent = [r.metrics.get("stage_cpu_s") for r in stages]
+    if not spent or any(not isinstance(c, (int, float)) for c in spent):
+        return None
+    return round(sum(spent), 3)
+
+
 def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                stages: list[str] | tuple[str, ...] | None = None, resume: bool = False,
                catalog_dir: str | os.PathLike[str] | None = None, recipe_text: str | None = None,
@@ -408,7 +420,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
                 shutil.rmtree(sdir / "checkpoints")
             mark_stage_key(sdir, key)
             chain_intact = False
-            with StageProgress(name, bars) as bar:
+            with StageClock(sdir, resume=own) as clock, StageProgress(name, bars) as bar:
                 kw: dict[str, Any] = {"resume": own, "progress": bar if bars is not None else None}
                 if name == "sft":
                     result = mod.train_sft(model, sft_rows, eval_rows, recipe.sft, sdir, **kw)
@@ -425,7 +437,10 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
                                             catalog_dir=catalog_dir, **kw)
         if done is None:
             _inherit_format(model, Path(result.model_dir))
-            result = write_stage(sdir, result.model_copy(update={"key_sha256": key}))
+            spent = clock.totals()  # the whole stage (sampling included), over every process that worked on it
+            metrics = {**result.metrics, "stage_cpu_s": spent["cpu_s"], "stage_wall_s": spent["wall_s"],
+                       "stage_processes": spent["processes"]}
+            result = write_stage(sdir, result.model_copy(update={"key_sha256": key, "metrics": metrics}))
             release_memory()  # the next stage starts from what this one freed, not on top of it
         input_sha = result.checkpoint_sha256
         manifest.stages.append(result)
@@ -433,6 +448,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         model = Path(result.model_dir)
         manifest.final_model = str(model)
         manifest.wall_s = round(time.perf_counter() - t0, 3)
+        manifest.cpu_s = _run_cpu_s(manifest.stages)
         _write_manifest(out, manifest)
         if on_stage is not None:
             on_stage(result, done is not None)

@@ -154,8 +154,18 @@ def test_cli_json(corpus_world: CorpusWorld, tmp_path: Path) -> None:
     assert bad.returncode != 0 and "exactly one source" in bad.stderr
 
 
-#: What a trainer reads from a corpus: two corpora that agree on these train the same checkpoint.
-_TRAINING_FILES = ("sft_train.jsonl", "sft_eval.jsonl", "kto_train.jsonl", "grpo_train.jsonl", "split.json")
+def _same_training_files(a: Path, b: Path) -> None:
+    """What a trainer reads from a corpus (:data:`shoparena.corpus.export.manifest.TRAINING_FILES`, a file a corpus may lack
+    included): two corpora that agree on these train the same checkpoint."""
+    from shoparena.corpus.export.manifest import TRAINING_FILES
+
+    for name in TRAINING_FILES:
+        assert (a / name).is_file() == (b / name).is_file(), name
+        if (a / name).is_file():
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert (a / "sft_train.jsonl").is_file()
+
+
 _CLOCK_KEYS = frozenset({"started_at", "finished_at", "timestamp", "duration_ms", "execution_time"})
 
 
@@ -184,8 +194,7 @@ def test_same_episodes_at_other_times_build_the_same_rows(corpus_world: CorpusWo
     a = build_corpus(tmp_path / "a", store=corpus_world.store_url, catalog=corpus_world.catalog)
     b = build_corpus(tmp_path / "b", store=url, catalog=corpus_world.catalog)
     assert a.stages == b.stages and a.split == b.split
-    for name in _TRAINING_FILES:
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    _same_training_files(tmp_path / "a", tmp_path / "b")
     # the link back to the store is the provenance's record id, which names the records of each store
     stores = ((tmp_path / "a", {x["record_id"] for x in bodies}), (tmp_path / "b", {r.record_id for r in moved}))
     for out, ids in stores:
@@ -205,8 +214,7 @@ def test_postgres_store_builds_the_same_corpus(corpus_world: CorpusWorld, pg_ser
     a = build_corpus(tmp_path / "sqlite", store=corpus_world.store_url, catalog=corpus_world.catalog)
     b = build_corpus(tmp_path / "pg", store=url, catalog=corpus_world.catalog)
     assert a.stages == b.stages and a.split == b.split
-    for name in _TRAINING_FILES:
-        assert (tmp_path / "sqlite" / name).read_bytes() == (tmp_path / "pg" / name).read_bytes(), name
+    _same_training_files(tmp_path / "sqlite", tmp_path / "pg")
     assert "***" in b.source["url"] or "@" not in b.source["url"]  # never a password in the manifest
     # --since selects by record time (CLI): a bound after the last record selects nothing, and an empty corpus is
     # refused (exit 3, one error line), never written as a finished corpus
