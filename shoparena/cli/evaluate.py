@@ -36,9 +36,9 @@ def _opt(x: float | None) -> str:
 
 
 def evaluate(
-    model: Annotated[str, typer.Option("--model", help="Models, comma-separated: URI or LABEL=URI (the first is "
-                                                       "the baseline of the paired comparisons unless "
-                                                       "--baseline names another).")],
+    model: Annotated[list[str], typer.Option("--model", help="Models, comma-separated or --model repeated: URI or "
+                                                             "LABEL=URI (the first is the baseline of the paired "
+                                                             "comparisons unless --baseline names another).")],
     catalog: Annotated[Path, typer.Option("--catalog", help="Catalog directory (or index directory).")],
     out: Annotated[Path, typer.Option("--out", help="Output directory (evaluation.json, models/<label>/).")],
     agent: Annotated[str, typer.Option("--agent", help="react | oro7 | pipeline | PATH.py.")] = "react",
@@ -117,7 +117,8 @@ def evaluate(
     if limit is not None:
         loaded = loaded[:limit]
         source += f" (first {limit})"
-    config = EvalConfig(models=parse_models(model), agent=agent, n_samples=n, temperature=temperature, seed=seed,
+    # a repeated --model adds models: every one is evaluated, none silently replaced by the next
+    config = EvalConfig(models=parse_models(",".join(model)), agent=agent, n_samples=n, temperature=temperature, seed=seed,
                         concurrency=concurrency, timeout_s=timeout, episode_tokens=episode_tokens,
                         protocol=protocol,  # type: ignore[arg-type]
                         problem_set=source, judges=judges, judge_gate=judge_gate, baseline=baseline)

@@ -63,8 +63,10 @@ def overloaded() -> Iterator[str]:
 def test_tables_on_the_console_and_phases_in_the_log(world, tmp_path: Path) -> None:
     catalog, problems = world
     out = tmp_path / "out"
-    proc = _shoparena("evaluate", "--model", "expert=policy:expert,rand=policy:random", "--catalog", str(catalog),
-                      "--problems", str(problems), "--out", str(out), "-n", "1", "--baseline", "rand")
+    # --model repeated adds models (the other tests give them comma-separated): the first is not dropped
+    proc = _shoparena("evaluate", "--model", "expert=policy:expert", "--model", "rand=policy:random",
+                      "--catalog", str(catalog), "--problems", str(problems), "--out", str(out), "-n", "1",
+                      "--baseline", "rand")
     assert proc.returncode == 0, proc.stderr
     assert "average success rate" in proc.stdout and "what happened in the episodes" in proc.stdout
     assert "paired comparisons (baseline rand)" in proc.stdout and "expert − rand" in proc.stdout
@@ -72,6 +74,7 @@ def test_tables_on_the_console_and_phases_in_the_log(world, tmp_path: Path) -> N
     log = (out / "evaluate.log").read_text(encoding="utf-8")
     assert "expert: policy:expert on" in log and "rand: ASR" in log
     body = json.loads((out / "evaluation.json").read_text(encoding="utf-8"))
+    assert [m["label"] for m in body["config"]["models"]] == ["expert", "rand"]
     assert body["baseline"] == "rand" and body["comparisons"][0]["a"] == "rand"
     d = body["models"]["expert"]["diagnostics"]
     assert d["episodes"] == d["finished"] > 0 and d["totals"]["turns"] > 0
