@@ -13,6 +13,7 @@ clock at zero.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -22,12 +23,13 @@ from typing import Any
 __all__ = ["CLOCK_FILE", "StageClock", "read_clock"]
 
 CLOCK_FILE = "clock.json"
+_ZERO: dict[str, Any] = {"cpu_s": 0.0, "wall_s": 0.0, "processes": 0}
 
 
 def read_clock(stage_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """``{"cpu_s", "wall_s", "processes"}`` from ``stage_dir/clock.json``; zeros when it is missing or unreadable
     (a clock that cannot be read is restarted, never trusted half-way)."""
-    zero: dict[str, Any] = {"cpu_s": 0.0, "wall_s": 0.0, "processes": 0}
+    zero = dict(_ZERO)
     try:
         data = json.loads((Path(stage_dir) / CLOCK_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -38,7 +40,7 @@ def read_clock(stage_dir: str | os.PathLike[str]) -> dict[str, Any]:
         out = {"cpu_s": float(data["cpu_s"]), "wall_s": float(data["wall_s"]), "processes": int(data["processes"])}
     except (KeyError, TypeError, ValueError):
         return zero
-    if min(out["cpu_s"], out["wall_s"], out["processes"]) < 0:
+    if not all(math.isfinite(v) and v >= 0 for v in out.values()):  # NaN and infinity parse as floats
         return zero
     return out
 
@@ -55,7 +57,7 @@ class StageClock:
     def __init__(self, stage_dir: str | os.PathLike[str], *, resume: bool, every_s: float = 30.0) -> None:
         self.path = Path(stage_dir) / CLOCK_FILE
         self.every_s = every_s
-        self.before = read_clock(stage_dir) if resume else {"cpu_s": 0.0, "wall_s": 0.0, "processes": 0}
+        self.before = read_clock(stage_dir) if resume else dict(_ZERO)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None

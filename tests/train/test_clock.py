@@ -45,7 +45,9 @@ def test_resume_adds_to_the_earlier_processes_and_a_fresh_start_does_not(tmp_pat
 
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '{"cpu_s": 1}', '{"cpu_s": "a", "wall_s": 1, "processes": 1}',
-                                  '{"cpu_s": -5, "wall_s": 1, "processes": 1}'])
+                                  '{"cpu_s": -5, "wall_s": 1, "processes": 1}',
+                                  '{"cpu_s": NaN, "wall_s": 1, "processes": 1}',
+                                  '{"cpu_s": 1, "wall_s": Infinity, "processes": 1}'])
 def test_an_unreadable_clock_restarts_from_zero(tmp_path: Path, text: str) -> None:
     (tmp_path / CLOCK_FILE).write_text(text)
     assert read_clock(tmp_path) == {"cpu_s": 0.0, "wall_s": 0.0, "processes": 0}
