@@ -39,7 +39,7 @@ from shoparena.cli import models as models_cli
 from shoparena.cli import reproduce as reproduce_cli
 from shoparena.cli import store as store_cli
 from shoparena.cli import web as web_cli
-from shoparena.cli._common import print_error
+from shoparena.cli._common import print_error, repeated_option
 from shoparena.cli._extras import missing_extra, needs_extra
 from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> None:
     in the README.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    if (repeat := _repeated(args)) is not None:
+        flag, how = repeat
+        _fail(f"{flag} {how}", f"give {flag} once; see `{' '.join(['shoparena', *_command_path(args).split()])} "
+              "--help`", ConfigError.exit_code)
     try:
         rv = app(args=args, prog_name="shoparena", standalone_mode=False)
     except ShopArenaError as exc:
@@ -201,6 +205,20 @@ def _default_hint(code: int, args: list[str]) -> str:
     if code == ConfigError.exit_code or code not in _DEFAULT_HINTS:
         return f"see `{' '.join(['shoparena', *_command_path(args).split()])} --help`"
     return _DEFAULT_HINTS[code]
+
+
+def _repeated(args: list[str]) -> tuple[str, str] | None:
+    """A single-valued option given twice to the command ``args`` name (see :func:`repeated_option`)."""
+    command = typer.main.get_command(app)
+    depth = 0
+    for arg in args:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command, depth = sub, depth + 1
+    if getattr(command, "commands", None) is not None:  # a group: no command named, nothing to check
+        return None
+    return repeated_option(command, args[depth:])
 
 
 def _command_path(args: list[str]) -> str:

@@ -213,3 +213,38 @@ def one_of(valid: tuple[str, ...]) -> Callable[[Any], Any]:
         return values
 
     return check
+
+
+def repeated_option(command: Any, args: list[str]) -> tuple[str, str] | None:
+    """The first single-valued option ``args`` give twice to ``command``, and how: ``None`` if there is none.
+
+    Click keeps the last value of a repeated option that is not declared ``multiple``, so ``--model A --model B``
+    would run B alone and report success. Refusing the repeat is the only reading that loses nothing. ``command``
+    is the (typer-built) click command the arguments are for; they are parsed with its own parser, so an option's
+    value that looks like an option name is not mistaken for one. A flag repeated with the same spelling means the
+    same thing and passes; a flag and its negation (``--report --no-report``) are refused. Returns the option as
+    spelled first and a description of the conflict; arguments the parser refuses are left to the command to report.
+    """
+    import typer._click.core as click_core
+
+    ctx = click_core.Context(command, info_name=command.name, resilient_parsing=True)
+    try:
+        parser = command.make_parser(ctx)
+        _, _, order = parser.parse_args(args=list(args))
+    except Exception:  # the real parse reports what is wrong, with the command's own message
+        return None
+    seen: dict[int, int] = {}
+    for param in order:
+        if getattr(param, "param_type_name", "") != "option" or param.multiple or param.count:
+            continue
+        seen[id(param)] = seen.get(id(param), 0) + 1
+        if seen[id(param)] < 2:
+            continue
+        name = max(param.opts, key=len)
+        if not param.is_flag:
+            return name, "given more than once; it takes one value (the last would silently win)"
+        tokens = set(args[: args.index("--")] if "--" in args else args)
+        if tokens & set(param.opts) and tokens & set(param.secondary_opts):
+            other = max(param.secondary_opts, key=len)
+            return name, f"given together with {other}; they contradict each other"
+    return None

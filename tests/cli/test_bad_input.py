@@ -193,6 +193,13 @@ CASES = [
     Case("rejected submission", f"submit --check {{f}}/leaky_agent.py --banks {DATA / 'shoppingbench'} "
          "--exit-code --json", FAILED),
     Case("strict search error", "search --catalog {f}/cat violin --price abc --mode strict", USAGE),
+    # a single-valued option twice: click would keep the last one and succeed
+    Case("repeated option", "run --catalog {f}/cat --problems {f}/problems.jsonl --agent react --seed 1 --seed 2",
+         USAGE),
+    Case("repeated model", "run --catalog {f}/cat --problems {f}/problems.jsonl --agent react --model policy:expert "
+         "--model policy:random --limit 1", USAGE),
+    Case("flag and its negation", f"submit --no-check --check {{f}}/leaky_agent.py --banks {DATA / 'shoppingbench'} "
+         "--json", USAGE),
 ]
 
 
