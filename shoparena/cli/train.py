@@ -97,7 +97,8 @@ def train(
                       f"{cpu:.0f}" if isinstance(cpu, (int, float)) else "–", r.checkpoint_sha256[:12])
     console.print(table)
     if manifest.cpu_s is not None:
-        console.print(f"compute: {manifest.cpu_s:.0f} CPU-s over the run's stages, every process included")
+        wall = f", {manifest.stages_wall_s:.0f} s wall" if manifest.stages_wall_s is not None else ""
+        console.print(f"compute: {manifest.cpu_s:.0f} CPU-s{wall} over the run's stages, every process included")
     console.print(f"final model: hf:{manifest.final_model}  (manifest: {out / 'manifest.json'}, log: "
                   f"{out / LOG_FILE})")
 

@@ -122,6 +122,9 @@ class TrainManifest(BaseModel):
     cpu_s: float | None = None
     """CPU seconds of the run's stages so far, summed over every process that worked on each (``stage_cpu_s`` of
     :mod:`shoparena.train.clock`); None while a stage finished before stages recorded it."""
+    stages_wall_s: float | None = None
+    """Wall seconds of the run's stages so far, summed over every process that worked on each (``stage_wall_s``):
+    the run's elapsed time across interruptions, pauses between processes left out; None like :attr:`cpu_s`."""
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -329,8 +332,9 @@ def _inherit_format(src: Path, dest: Path) -> None:
         shutil.copyfile(src / FORMAT_FILE, dest / FORMAT_FILE)
 
 
-def _run_cpu_s(stages: Sequence[StageResult]) -> float | None:
-    spent = [r.metrics.get("stage_cpu_s") for r in stages]
+def _run_total(stages: Sequence[StageResult], key: str) -> float | None:
+    """The sum of one clock figure (``stage_cpu_s`` or ``stage_wall_s``) over ``stages``; None if one lacks it."""
+    spent = [r.metrics.get(key) for r in stages]
     if not spent or any(not isinstance(c, (int, float)) for c in spent):
         return None
     return round(sum(spent), 3)
@@ -448,7 +452,8 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         model = Path(result.model_dir)
         manifest.final_model = str(model)
         manifest.wall_s = round(time.perf_counter() - t0, 3)
-        manifest.cpu_s = _run_cpu_s(manifest.stages)
+        manifest.cpu_s = _run_total(manifest.stages, "stage_cpu_s")
+        manifest.stages_wall_s = _run_total(manifest.stages, "stage_wall_s")
         _write_manifest(out, manifest)
         if on_stage is not None:
             on_stage(result, done is not None)

@@ -239,6 +239,7 @@ def test_resume_reruns_from_the_first_unfinished_stage(train_world: TrainWorld, 
     assert s1["stage_processes"] == 1 and s2["stage_processes"] == 2 and s2["stage_cpu_s"] > s1["stage_cpu_s"]
     assert second.stages[1].metrics["stage_processes"] == 1
     assert second.cpu_s == pytest.approx(sum(s.metrics["stage_cpu_s"] for s in second.stages), abs=1e-2)
+    assert second.stages_wall_s == pytest.approx(sum(s.metrics["stage_wall_s"] for s in second.stages), abs=1e-2)
 
 
 def test_resume_reruns_a_stage_whose_config_changed(train_world: TrainWorld, tmp_path: Path) -> None:
@@ -291,7 +292,9 @@ def test_cli_tiny_runs_all_five_stages_with_a_clean_console(rl_world: Any, tmp_p
     spent = [s["metrics"]["stage_cpu_s"] for s in printed["stages"]]
     assert all(c > 0 for c in spent) and all(s["metrics"]["stage_processes"] == 1 for s in printed["stages"])
     assert printed["cpu_s"] == pytest.approx(sum(spent), abs=1e-2)
-    assert f"compute: {printed['cpu_s']:.0f} CPU-s" in console.out
+    assert printed["stages_wall_s"] == pytest.approx(sum(s["metrics"]["stage_wall_s"] for s in printed["stages"]),
+                                                    abs=1e-2)
+    assert f"compute: {printed['cpu_s']:.0f} CPU-s, {printed['stages_wall_s']:.0f} s wall" in console.out
     from shoparena.llm.compact import FORMAT_FILE
 
     # KTO and GRPO choose no observation rendering: they serve the one their input was trained with
@@ -302,7 +305,7 @@ def test_cli_tiny_runs_all_five_stages_with_a_clean_console(rl_world: Any, tmp_p
     console = capfd.readouterr()
     again = json.loads(console.out)  # every stage re-checked by its hash (one hash for all stages)
     assert again["skipped"] == ["sft", "rs", "teacher", "kto", "grpo"] and again["checkpoints"] == printed["checkpoints"]
-    assert again["cpu_s"] == printed["cpu_s"]  # reused stages keep what they cost
+    assert again["cpu_s"] == printed["cpu_s"] and again["stages_wall_s"] == printed["stages_wall_s"]  # kept
     assert "{'loss'" not in console.err
 
 
