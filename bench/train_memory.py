@@ -23,13 +23,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def _rss_mb() -> float:
-    """The calling process's resident set now, in MiB (Linux ``/proc``)."""
-    with open("/proc/self/statm", encoding="ascii") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _one(model_dir: str, length: int, checkpointing: bool, threads: int) -> dict[str, object]:
@@ -37,6 +31,8 @@ def _one(model_dir: str, length: int, checkpointing: bool, threads: int) -> dict
     import torch
     import transformers
     from peft import LoraConfig, get_peft_model
+
+    from shoparena.train.trainer import _rss_mib  # the stages' own reading of the resident set
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -46,7 +42,7 @@ def _one(model_dir: str, length: int, checkpointing: bool, threads: int) -> dict
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     model.train()
-    loaded = _rss_mb()
+    loaded = _rss_mib()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     ids = torch.randint(0, model.config.vocab_size, (1, length), generator=torch.Generator().manual_seed(0))
     step_s = step_cpu = 0.0
@@ -60,7 +56,7 @@ def _one(model_dir: str, length: int, checkpointing: bool, threads: int) -> dict
         step_s, step_cpu = time.perf_counter() - wall, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {"length": length, "checkpointing": checkpointing, "peak_rss_mb": round(peak),
-            "loaded_rss_mb": round(loaded), "step_s": round(step_s, 2), "step_cpu_s": round(step_cpu, 2)}
+            "loaded_rss_mb": loaded, "step_s": round(step_s, 2), "step_cpu_s": round(step_cpu, 2)}
 
 
 def main() -> int:
@@ -100,6 +96,12 @@ def main() -> int:
                 print(json.dumps(rows[-1]), flush=True)
     if args.json:
         print(json.dumps({"model": args.model, "threads": args.threads, "results": rows}))
+    failed = [r for r in rows if "error" in r]
+    if failed:  # a configuration that died (out of memory, a model that does not load) is not a figure
+        print(f"error: {len(failed)} of {len(rows)} configurations failed; the first: {failed[0]['error']}\n"
+              "hint: each row says why; out of memory: lower --lengths; a model that does not load: check --model",
+              file=sys.stderr)
+        return 1
     return 0
 
 

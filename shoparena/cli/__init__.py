@@ -13,7 +13,7 @@ import gzip
 import os
 import sys
 import zlib
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 import typer._click.exceptions as _typer_click
@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if (repeat := _repeated(args)) is not None:
         flag, how = repeat
-        _fail(f"{flag} {how}", f"give {flag} once; see `{' '.join(['shoparena', *_command_path(args).split()])} "
-              "--help`", ConfigError.exit_code)
+        _fail(f"{flag} {how}", f"give {flag} once; {_default_hint(ConfigError.exit_code, args)}",
+              ConfigError.exit_code)
     try:
         rv = app(args=args, prog_name="shoparena", standalone_mode=False)
     except ShopArenaError as exc:
@@ -209,20 +209,14 @@ def _default_hint(code: int, args: list[str]) -> str:
 
 def _repeated(args: list[str]) -> tuple[str, str] | None:
     """A single-valued option given twice to the command ``args`` name (see :func:`repeated_option`)."""
-    command = typer.main.get_command(app)
-    depth = 0
-    for arg in args:
-        sub = getattr(command, "commands", {}).get(arg)
-        if sub is None:
-            break
-        command, depth = sub, depth + 1
+    command, path = _resolve(args)
     if getattr(command, "commands", None) is not None:  # a group: no command named, nothing to check
         return None
-    return repeated_option(command, args[depth:])
+    return repeated_option(command, args[len(path):])
 
 
-def _command_path(args: list[str]) -> str:
-    """The command ``args`` name, as typed after ``shoparena`` (``"train"``, ``"models prepare"``)."""
+def _resolve(args: list[str]) -> tuple[Any, list[str]]:
+    """The (typer-built click) command ``args`` name, and the names leading to it after ``shoparena``."""
     command = typer.main.get_command(app)
     path: list[str] = []
     for arg in args:
@@ -231,7 +225,12 @@ def _command_path(args: list[str]) -> str:
             break
         path.append(arg)
         command = sub
-    return " ".join(path)
+    return command, path
+
+
+def _command_path(args: list[str]) -> str:
+    """The command ``args`` name, as typed after ``shoparena`` (``"train"``, ``"models prepare"``)."""
+    return " ".join(_resolve(args)[1])
 
 
 def _is_transport_error(exc: Exception) -> bool:

@@ -233,12 +233,12 @@ def repeated_option(command: Any, args: list[str]) -> tuple[str, str] | None:
         _, _, order = parser.parse_args(args=list(args))
     except Exception:  # the real parse reports what is wrong, with the command's own message
         return None
-    seen: dict[int, int] = {}
+    seen: set[int] = set()
     for param in order:
         if getattr(param, "param_type_name", "") != "option" or param.multiple or param.count:
             continue
-        seen[id(param)] = seen.get(id(param), 0) + 1
-        if seen[id(param)] < 2:
+        if id(param) not in seen:
+            seen.add(id(param))
             continue
         name = max(param.opts, key=len)
         if not param.is_flag:
