@@ -111,6 +111,16 @@ TINY_CATALOG: list[dict[str, object]] = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _gguf_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The GGUF cache the ``llamacpp:`` backend exports into, a session temp dir: tests never write to the home
+    directory (subprocesses the tests start inherit it)."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SHOPARENA_CACHE_DIR", str(cache))
+        yield cache
+
+
 @pytest.fixture(scope="session")
 def tiny_products() -> list[Product]:
     """The 20 hand-made products, validated."""

@@ -1,5 +1,6 @@
-"""``shoparena models``: list the preparable base models and de-quantise one into a plain transformers checkpoint
-(a thin face over :func:`shoparena.llm.models.prepare`)."""
+"""``shoparena models``: list the preparable base models, de-quantise one into a plain transformers checkpoint
+(a thin face over :func:`shoparena.llm.models.prepare`), and write a checkpoint as a GGUF for llama.cpp's servers
+(:func:`shoparena.llm.gguf_export.export_gguf`)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def prepare(
     console.print(f"[green]prepared[/] {body['model']}: {body['parameters']:,} parameters, "
                   f"{len(body['files'])} files, gguf sha256 {body['source']['gguf_sha256'][:12]}…")
     console.print(f"serve it with [bold]--model hf:{out}[/]")
+
+
+@app.command("gguf")
+def gguf(
+    model: Annotated[Path, typer.Argument(help="A llama checkpoint directory (models prepare, or a stage's model/).")],
+    dtype: Annotated[str, typer.Option("--dtype", help="F32, F16 or Q8_0.")] = "F16",
+    out: Annotated[Path | None, typer.Option("--out", help="Write the GGUF here (default: the GGUF cache).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the path and hashes as JSON.")] = False,
+) -> None:
+    """Write MODEL as a GGUF (what the llamacpp: backend serves, and what llama-server takes); prints its path.
+    MODEL is only read. An existing --out is reused when it was made from the same weights and refused otherwise."""
+    from shoparena.errors import ConfigError
+    from shoparena.llm.gguf_export import export_gguf, made_from
+    from shoparena.seal import sha256_file
+
+    if out is not None and out.exists() and not made_from(out, model):
+        raise ConfigError(f"{out} exists and is not a GGUF of {model}'s weights",
+                          hint="choose another --out, or delete the file first")
+    path = export_gguf(model, dtype=dtype, out=out)
+    if as_json:
+        print_json({"gguf": str(path), "dtype": dtype, "bytes": path.stat().st_size, "sha256": sha256_file(path)})
+        return
+    console.print(str(path), soft_wrap=True, highlight=False)

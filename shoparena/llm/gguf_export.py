@@ -4,8 +4,11 @@
 hyper-parameters, a byte-level BPE vocabulary (``tokenizer.ggml.model = gpt2``), and the weights under llama.cpp's
 names (``blk.N.attn_q`` …, Q/K rows permuted into its rotary layout, tied embeddings without ``output.weight``).
 :func:`export_gguf` reads a checkpoint directory (``config.json`` + safetensors + ``tokenizer.json``, as
-``shoparena models prepare`` and every training stage write them) and writes ``<dir>/model.<dtype>.gguf`` once,
-keyed by the checkpoint's weight hash (a stale file is rebuilt). Weights are written as F32, F16 or Q8_0; norms stay
+``shoparena models prepare`` and every training stage write them) and writes its GGUF once into the user's
+GGUF cache (:func:`gguf_cache_dir`), named by a hash of what the GGUF is made from (weights, ``config.json``, the
+tokenizer files, the dtype): serving a checkpoint never writes into it, so a training run, a prepared model or a
+read-only copy stays exactly as its maker left it. A cached file is checked against the sha256 recorded beside it
+each time it is reused, and made again when it does not match. Weights are written as F32, F16 or Q8_0; norms stay
 F32. Same checkpoint and dtype → same bytes.
 """
 
@@ -13,17 +16,24 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shoparena.errors import ConfigError, DataError
-from shoparena.seal import weights_sha256
+from shoparena.errors import ConfigError, DataError, NotFoundError
+from shoparena.seal import canonical_hash, sha256_file, weights_sha256
 
-__all__ = ["DTYPES", "bpe_vocab", "export_gguf", "permute_qk", "write_llama_gguf"]
+__all__ = ["CACHE_ENV", "DTYPES", "bpe_vocab", "export_gguf", "gguf_cache_dir", "made_from", "permute_qk",
+           "write_llama_gguf"]
 
 DTYPES = ("F32", "F16", "Q8_0")
+CACHE_ENV = "SHOPARENA_CACHE_DIR"
 _STAMP = "shoparena.checkpoint_sha256"
+#: Files besides the weights whose bytes a GGUF is made from (the name of the cache entry hashes them).
+_SOURCES = ("config.json", "tokenizer.json", "tokenizer_config.json")
+#: Bumped when the writer's output for the same checkpoint changes, so an old cache entry is not reused.
+_WRITER_VERSION = 1
 
 
 def permute_qk(w: Any, n_head: int) -> Any:
@@ -172,21 +182,66 @@ def special_token_ids(config: Any, tokenizer_config: Mapping[str, Any], ids: Map
             "pad": pick("pad_token", getattr(config, "pad_token_id", None), eos), "unk": pick("unk_token", None, 0)}
 
 
+def gguf_cache_dir() -> Path:
+    """Where exported GGUFs are kept: ``$SHOPARENA_CACHE_DIR/gguf``, else ``$XDG_CACHE_HOME/shoparena/gguf``, else
+    ``~/.cache/shoparena/gguf``. Every file in it can be deleted at any time; the next use exports it again."""
+    root = os.environ.get(CACHE_ENV) or ""
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or ""
+        root = str(Path(xdg) / "shoparena") if xdg else str(Path("~/.cache/shoparena").expanduser())
+    return Path(root).expanduser() / "gguf"
+
+
+def _source_key(src: Path, digest: str, dtype: str) -> str:
+    """sha256 naming a cache entry: the weights' hash, the bytes of :data:`_SOURCES`, the dtype, the writer."""
+    files = {name: sha256_file(src / name) if (src / name).is_file() else None for name in _SOURCES}
+    return canonical_hash({"weights": digest, "files": files, "dtype": dtype, "writer": _WRITER_VERSION})
+
+
+def _cached_intact(path: Path, digest: str) -> bool:
+    """Whether a cache entry is whole: its sha256 is the one recorded beside it, and its stamp names the weights."""
+    check = path.with_name(path.name + ".sha256")
+    try:
+        recorded = check.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return path.is_file() and recorded == sha256_file(path) and _stamp(path) == digest
+
+
 def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: str | os.PathLike[str] | None = None,
                 force: bool = False) -> Path:
-    """``model_dir`` (a transformers ``LlamaForCausalLM`` checkpoint) as a GGUF, written once: an existing file made
-    from the same weights is reused. Returns its path (default ``<model_dir>/model.<dtype>.gguf``)."""
+    """``model_dir`` (a transformers ``LlamaForCausalLM`` checkpoint) as a GGUF, written once and reused after.
+    Returns its path: ``out`` when given (reused when its stamp names these weights), else an entry of
+    :func:`gguf_cache_dir` named by what the GGUF is made from. Nothing is written into ``model_dir``."""
     src = Path(model_dir)
     if dtype not in DTYPES:
         raise ConfigError(f"unknown GGUF dtype {dtype!r}", hint=f"one of {', '.join(DTYPES)}")
+    if not src.is_dir():
+        raise NotFoundError(f"no checkpoint directory at {src}",
+                            hint="give a directory from shoparena models prepare, or a training stage's model/")
     if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
         raise DataError(f"{src}: not a transformers checkpoint with a fast tokenizer (config.json, tokenizer.json)")
-    dest = Path(out) if out is not None else src / f"model.{dtype.lower()}.gguf"
     digest = weights_sha256(src)
     if digest is None:
         raise DataError(f"{src}: no weight files (*.safetensors)")
-    if dest.is_file() and not force and _stamp(dest) == digest:
-        return dest
+    cached = out is None
+    if cached:
+        cache = gguf_cache_dir()
+        dest = cache / f"{_source_key(src, digest, dtype)[:32]}.{dtype.lower()}.gguf"
+        if not force and _cached_intact(dest, digest):
+            return dest
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the GGUF cache {cache}: {exc.strerror or exc}",
+                              hint=f"set {CACHE_ENV} to a writable directory") from None
+        if not os.access(cache, os.W_OK):
+            raise ConfigError(f"the GGUF cache {cache} is not writable",
+                              hint=f"set {CACHE_ENV} to a writable directory")
+    else:
+        dest = Path(out)  # type: ignore[arg-type]
+        if dest.is_file() and not force and _stamp(dest) == digest:
+            return dest
     _import_gguf()
     import transformers
 
@@ -202,12 +257,18 @@ def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: s
         raise DataError(f"{src}: no safetensors weights")
     tokens, merges, special, pre = bpe_vocab(src / "tokenizer.json")
     special_ids = special_token_ids(config, read_tokenizer_config(src), {t: i for i, t in enumerate(tokens)})
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         write_llama_gguf(tmp, config, state, tokens=tokens, merges=merges, special=special, **special_ids,
-                         pre=pre, dtype=dtype, name=src.name, extra={_STAMP: digest})
+                         pre=pre, dtype=dtype, name=dest.name.split(".")[0] if cached else src.name,
+                         extra={_STAMP: digest})
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        if cached:  # the check first: a reader that finds the GGUF finds its sha256 too
+            check = dest.with_name(dest.name + ".sha256")
+            check_tmp = check.with_name(f".{check.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            check_tmp.write_text(sha256_file(tmp) + "\n", encoding="ascii")
+            os.replace(check_tmp, check)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -216,12 +277,22 @@ def export_gguf(model_dir: str | os.PathLike[str], *, dtype: str = "F16", out: s
 
 def is_derived_gguf(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a GGUF :func:`export_gguf` wrote from the weights that sit beside it now (its stamp is
-    their hash): a cache of those weights, made again on demand, which an artefact's digest can leave out so that
-    serving a checkpoint does not change what its run vouched for. A foreign GGUF (a downloaded one) is not."""
+    their hash): a cache of those weights, made again on demand, which an artefact's digest can leave out. Earlier
+    versions wrote the serving GGUF into the checkpoint directory; run directories made then still hold one, and
+    their digests stay what the run vouched for. A foreign GGUF (a downloaded one) is not derived."""
     file = Path(path)
     if file.suffix != ".gguf" or not file.is_file():
         return False
     weights = weights_sha256(file.parent)
+    return weights is not None and _stamp(file) == weights
+
+
+def made_from(path: str | os.PathLike[str], model_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a GGUF :func:`export_gguf` wrote from the weights now in ``model_dir``."""
+    file = Path(path)
+    if not file.is_file() or not Path(model_dir).is_dir():
+        return False
+    weights = weights_sha256(model_dir)
     return weights is not None and _stamp(file) == weights
 
 

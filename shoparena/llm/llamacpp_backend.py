@@ -7,8 +7,8 @@ checkpoint's own tokenizer and chat template with its observation compaction
 (:func:`~shoparena.llm.hf_backend.render_prompt`), tokenised by that tokenizer and handed to llama.cpp **as token
 ids**; the sampled ids are decoded by the same tokenizer and parsed as Qwen3 text
 (:func:`~shoparena.llm.hf_backend.completion_to_message`). Only the arithmetic differs: the weights are exported once
-to a GGUF beside the checkpoint (:func:`~shoparena.llm.gguf_export.export_gguf`, F16 by default, keyed by the
-weights' hash) and run by llama.cpp's kernels.
+to a GGUF in the user's GGUF cache (:func:`~shoparena.llm.gguf_export.export_gguf`, F16 by default, named by the
+checkpoint's hashes; the checkpoint directory is only read) and run by llama.cpp's kernels.
 
 Concurrency, ``mode=batched`` (the default; a URI naming ``slots`` without a mode keeps the ``slots`` path):
 ``engines`` llama.cpp contexts (default 2, each on its share of ``threads``) each decode up to ``parallel / engines``

@@ -49,3 +49,40 @@ def test_unknown_model_is_one_clear_error(capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "unknown preparable model" in err and "did you mean smollm2-135m" in err and "Traceback" not in err
+
+
+def test_gguf_writes_a_checkpoint_for_llama_server_and_never_overwrites_a_stranger(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("gguf")
+    pytest.importorskip("torch").set_num_threads(1)
+    from shoparena.llm.models import prepare_gguf, spec_with_path
+    from shoparena.llm.tiny_gguf import build_tiny_llama_gguf
+    from shoparena.seal import file_hashes, sha256_file
+
+    gguf, _ = build_tiny_llama_gguf(tmp_path / "tiny.gguf", quant="F32", layers=1)
+    model = tmp_path / "model"
+    prepare_gguf(spec_with_path("smollm2-135m", gguf), model)
+    before = file_hashes(model)
+    monkeypatch.setenv("SHOPARENA_CACHE_DIR", str(tmp_path / "cache"))
+    result = runner.invoke(app, ["models", "gguf", str(model), "--dtype", "Q8_0", "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    cached = Path(body["gguf"])
+    assert cached.parent == tmp_path / "cache" / "gguf" and body["sha256"] == sha256_file(cached)
+    out = tmp_path / "served.gguf"
+    result = runner.invoke(app, ["models", "gguf", str(model), "--dtype", "Q8_0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(out) and sha256_file(out) != "" and file_hashes(model) == before
+    stamp = out.stat().st_mtime_ns
+    assert runner.invoke(app, ["models", "gguf", str(model), "--dtype", "Q8_0", "--out", str(out)]).exit_code == 0
+    assert out.stat().st_mtime_ns == stamp  # the same weights' GGUF is kept
+    stranger = tmp_path / "notes.txt"
+    stranger.write_text("mine")
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "gguf", str(model), "--out", str(stranger)])
+    assert exc.value.code == 2 and stranger.read_text() == "mine"
+    assert "exists and is not a GGUF" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "gguf", str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert exc.value.code != 0 and err.startswith("error:") and "Traceback" not in err

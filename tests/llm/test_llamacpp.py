@@ -6,6 +6,7 @@ Needs ``llama-cpp-python`` (``make llamacpp`` builds it from source); skipped wh
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import torch
 
 from shoparena.errors import ConfigError, NotFoundError
 from shoparena.llm.gguf_export import export_gguf
+from shoparena.seal import sha256_file
 from tests.sharp import SetAfter
 
 
@@ -185,20 +187,91 @@ def test_special_token_ids_follow_the_tokenizer_config_then_the_model_config() -
                              ids, rows=4) == {"bos": 0, "eos": 2, "pad": 2, "unk": 0}
 
 
-def test_a_gguf_exported_beside_its_weights_is_a_cache_a_run_digest_leaves_out(prepared: Path, tmp_path: Path) -> None:
-    import shutil
+def test_serving_a_checkpoint_writes_nothing_into_it(prepared: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from shoparena.seal import file_hashes
 
+    monkeypatch.setenv("SHOPARENA_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    shutil.copytree(prepared, model)
+    before = file_hashes(model)
+    model.chmod(0o555)  # a read-only copy serves as well as a writable one
+    try:
+        served = export_gguf(model, dtype="F32")
+    finally:
+        model.chmod(0o755)
+    assert file_hashes(model) == before
+    assert served.parent == tmp_path / "cache" / "gguf"
+    check = served.with_name(served.name + ".sha256")
+    assert check.read_text().strip() == sha256_file(served)
+    stamp = served.stat().st_mtime_ns
+    assert export_gguf(model, dtype="F32").stat().st_mtime_ns == stamp  # reused, not written again
+    moved = tmp_path / "elsewhere"  # a copy of the same files is the same entry
+    shutil.copytree(model, moved)
+    assert export_gguf(moved, dtype="F32") == served
+    assert export_gguf(model, dtype="Q8_0") != served  # each dtype its own entry
+
+
+def test_a_damaged_cache_entry_is_made_again(prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOPARENA_CACHE_DIR", str(tmp_path / "cache"))
+    served = export_gguf(prepared, dtype="F32")
+    good = served.read_bytes()
+    served.write_bytes(good[:-64])  # a truncated copy (a full disk, a killed copy)
+    assert export_gguf(prepared, dtype="F32").read_bytes() == good
+    served.with_name(served.name + ".sha256").unlink()  # an entry without its check is not trusted either
+    stamp = served.stat().st_mtime_ns
+    again = export_gguf(prepared, dtype="F32")
+    assert again.read_bytes() == good and again.stat().st_mtime_ns != stamp
+
+
+def test_new_weights_or_tokenizer_get_their_own_entry(prepared: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOPARENA_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    shutil.copytree(prepared, model)
+    first = export_gguf(model, dtype="F32")
+    body = json.loads((model / "tokenizer_config.json").read_text())
+    body["model_max_length"] = 1234
+    (model / "tokenizer_config.json").write_text(json.dumps(body))
+    second = export_gguf(model, dtype="F32")
+    assert second != first
+    weights = next(model.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
+    assert export_gguf(model, dtype="F32") not in (first, second)
+
+
+def test_an_unwritable_cache_is_a_config_error_naming_the_setting(prepared: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SHOPARENA_CACHE_DIR", str(blocker))
+    with pytest.raises(ConfigError) as info:
+        export_gguf(prepared, dtype="F32")
+    assert "SHOPARENA_CACHE_DIR" in (info.value.hint or "")
+
+
+def test_the_cache_defaults_under_xdg_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from shoparena.llm.gguf_export import gguf_cache_dir
+
+    monkeypatch.delenv("SHOPARENA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert gguf_cache_dir() == tmp_path / "xdg" / "shoparena" / "gguf"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert gguf_cache_dir() == tmp_path / "home" / ".cache" / "shoparena" / "gguf"
+
+
+def test_a_gguf_an_earlier_version_left_beside_its_weights_is_a_cache_a_run_digest_leaves_out(
+        prepared: Path, tmp_path: Path) -> None:
     from shoparena.evaluate.reproduce.pipeline import _digest
     from shoparena.llm.gguf_export import is_derived_gguf
 
     model = tmp_path / "model"
     shutil.copytree(prepared, model)
-    for old in model.glob("*.gguf"):  # start from the weights alone
-        old.unlink()
     before = _digest(model)
-    served = export_gguf(model, dtype="F32")  # what a llama.cpp evaluation writes into the checkpoint it serves
-    assert served.parent == model and is_derived_gguf(served)
-    assert _digest(model) == before  # serving the checkpoint did not change what the run vouched for
+    served = export_gguf(model, dtype="F32", out=model / "model.f32.gguf")  # where earlier versions wrote it
+    assert is_derived_gguf(served)
+    assert _digest(model) == before  # a run made then still digests as it vouched
     (model / "other.gguf").write_bytes(b"GGUF not ours")  # a foreign GGUF is content, and counted
     assert not is_derived_gguf(model / "other.gguf") and _digest(model) != before
     (model / "other.gguf").unlink()
