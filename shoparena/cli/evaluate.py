@@ -45,7 +45,8 @@ def evaluate(
     problems: Annotated[Path | None, typer.Option("--problems", help="Problems file (or the bank a --split "
                                                                      "draws from).")] = None,
     split: Annotated[str | None, typer.Option("--split", help="CORPUS_DIR:eval, CORPUS_DIR:validation or "
-                                                              "CORPUS_DIR:never_touch: the corpus's held-out problems.")] = None,
+                                                              "CORPUS_DIR:never_touch: the corpus's held-out problems; "
+                                                              "join partitions with + (eval+never_touch).")] = None,
     n: Annotated[int, typer.Option("-n", "--n", min=1, help="Samples per problem (pass@k for k ≤ n).")] = 4,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.", callback=finite(0.0))] = 0.7,
     seed: Annotated[int, seed_option("Seed of the sampling seeds and of the bootstrap.")] = 0,

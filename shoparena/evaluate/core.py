@@ -151,23 +151,30 @@ def parse_models(spec: str | Sequence[str]) -> list[ModelEntry]:
 
 def split_problems(spec: str, *, problems: str | os.PathLike[str] | None = None) -> list[Problem]:
     """``CORPUS_DIR:PARTITION`` → the bank problems whose leak cluster the corpus split put in ``PARTITION``
-    (``eval``, ``validation`` or ``never_touch``; ``train`` is refused). The bank comes from ``problems`` or the
-    corpus manifest. ``validation`` (carved from train's clusters by ``corpus build --validation F``) is for
+    (``eval``, ``validation`` or ``never_touch``; ``train`` is refused), sorted by id. ``eval+never_touch`` joins
+    held-out partitions (disjoint by construction), for one paired test over both. The bank comes from ``problems``
+    or the corpus manifest. ``validation`` (carved from train's clusters by ``corpus build --validation F``) is for
     choices made while training; a corpus built without it is refused with a hint to rebuild."""
-    corpus, sep, partition = spec.rpartition(":")
+    corpus, sep, joined = spec.rpartition(":")
     if not sep or not corpus:
-        raise ConfigError(f"--split {spec!r}: expected CORPUS_DIR:eval, CORPUS_DIR:validation or "
-                          "CORPUS_DIR:never_touch")
-    if partition not in ("eval", "validation", "never_touch"):
-        raise ConfigError(f"--split {spec!r}: partition {partition!r} is not held out",
-                          hint="eval, validation or never_touch (train problems are what the model was trained on)")
-    if partition == "validation" and (Path(corpus) / "split.json").is_file():
+        raise ConfigError(f"--split {spec!r}: expected CORPUS_DIR:eval, CORPUS_DIR:validation, "
+                          "CORPUS_DIR:never_touch or held-out partitions joined by + (CORPUS_DIR:eval+never_touch)")
+    partitions = joined.split("+")
+    for partition in partitions:
+        if partition not in ("eval", "validation", "never_touch"):
+            raise ConfigError(f"--split {spec!r}: partition {partition!r} is not held out",
+                              hint="eval, validation or never_touch, alone or joined by + (train problems are what "
+                                   "the model was trained on)")
+    if len(set(partitions)) != len(partitions):
+        raise ConfigError(f"--split {spec!r}: a partition is named twice", hint="name each partition once")
+    if "validation" in partitions and (Path(corpus) / "split.json").is_file():
         from shoparena.corpus.split import VALIDATION, SplitManifest
 
         if VALIDATION not in SplitManifest.load(Path(corpus) / "split.json").partitions:
             raise ConfigError(f"--split {spec!r}: the corpus was built without a validation partition",
                               hint="rebuild it with `shoparena corpus build --validation F` (e.g. 0.2)")
-    return partition_problems(corpus, partition, problems=problems)
+    found = [p for partition in partitions for p in partition_problems(corpus, partition, problems=problems)]
+    return sorted(found, key=lambda p: p.problem_id)
 
 
 def per_bucket(problems: Sequence[Problem], k: int, seed: int = 0) -> list[Problem]:

@@ -213,6 +213,24 @@ def test_evaluate_split_resolves_the_validation_problems(built: Path, corpus_wor
         resolve_split(f"{plain}:validation")
 
 
+def test_evaluate_split_joins_held_out_partitions_for_one_paired_test(built: Path) -> None:
+    split = SplitManifest.load(built / "split.json")
+    held = [name for name in ("eval", VALIDATION, "never_touch") if split.partitions[name].problems]
+    assert len(held) >= 2  # the fixture's corpus has two non-empty held-out partitions to join
+    a, b = held[:2]
+    both = resolve_split(f"{built}:{a}+{b}")
+    ids = [p.problem_id for p in both]
+    assert ids == sorted(split.partitions[a].problems + split.partitions[b].problems)
+    assert len(set(ids)) == len(ids)
+    assert [p.problem_id for p in resolve_split(f"{built}:{b}+{a}")] == ids  # the order named is no matter
+    with pytest.raises(ConfigError, match="not held out"):
+        resolve_split(f"{built}:{a}+train")  # a train problem never joins a held-out set
+    with pytest.raises(ConfigError, match="named twice"):
+        resolve_split(f"{built}:{a}+{a}")
+    with pytest.raises(ConfigError, match="not held out"):
+        resolve_split(f"{built}:{a}+")
+
+
 # ───────────────────────────────────────────────────────────────────────── the CLI
 
 def test_cli_validation_zero_is_byte_identical_to_no_flag(corpus_world: CorpusWorld, tmp_path: Path,

@@ -102,6 +102,26 @@ def test_reuse_grows_an_evaluation_running_only_its_new_problems(evaluated, tmp_
         evaluate_models(catalog, problems, config, tmp_path / "x", reuse=[tmp_path / "nowhere"])
 
 
+def test_two_partitions_evaluated_apart_pool_into_one_paired_test_without_running_again(evaluated,
+                                                                                       tmp_path: Path) -> None:
+    out, body, problems = evaluated
+    config = EvalConfig.model_validate(body["config"])
+    catalog = Path(out).parent / "cat"
+    first, second = tmp_path / "first", tmp_path / "second"  # as eval and never_touch are, each on its own
+    evaluate_models(catalog, problems[:4], config, first)
+    evaluate_models(catalog, problems[4:], config, second)
+    messages: list[str] = []
+    pooled = evaluate_models(catalog, problems, config, tmp_path / "pooled", reuse=[first, second],
+                             progress=messages.append)
+    assert pooled["comparisons"] == body["comparisons"]  # one paired test over both, as if run at once
+    for label in ("expert", "policy-random"):
+        lent = {(r["problem_id"], r["sample"]): r["seconds"] for d in (first, second) for r in
+                map(json.loads, (d / "models" / label / "runs.jsonl").read_text().splitlines())}
+        runs = {(r["problem_id"], r["sample"]): r["seconds"] for r in
+                map(json.loads, (tmp_path / "pooled" / "models" / label / "runs.jsonl").read_text().splitlines())}
+        assert runs == lent  # every episode lent, none run again
+
+
 def test_model_specs_are_checked() -> None:
     assert [m.label for m in parse_models("a=policy:expert, hf:runs/x/sft/model")] == ["a", "hf-sft"]
     with pytest.raises(ConfigError, match="used twice"):
