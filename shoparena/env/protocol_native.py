@@ -18,6 +18,10 @@ from shoparena.env.types import AssistantMessage, ToolCall, Usage
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
+UNCLOSED_CALL_NOTE = "unclosed <tool_call> block dropped"
+"""The parse note of a completion that ends inside a ``<tool_call>`` block (a turn cut at its token cap)."""
+
+
 def split_think(text: str) -> tuple[str, str]:
     """``(think, rest)``. ``</think>`` closes the think section (the opening tag is optional, as Qwen3
     templates often pre-fill it); an unterminated ``<think>`` swallows the rest of the text."""
@@ -51,7 +55,7 @@ def parse_qwen3(text: str, known: frozenset[str] | None = None, reasoning_conten
     remainder = _BLOCK_RE.sub("", rest)
     cut = remainder.find("<tool_call>")
     if cut >= 0:
-        out.errors.append("unclosed <tool_call> block dropped")
+        out.errors.append(UNCLOSED_CALL_NOTE)
         remainder = remainder[:cut]
     out.response = remainder.strip()
     out.content = render_content(out.think, out.calls, out.response)

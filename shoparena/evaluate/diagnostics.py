@@ -26,8 +26,10 @@ evaluation's figures can be recomputed (docs/evaluate.md, "Diagnostics"):
   called ``recommend_product`` and still ran out of time instead of ending;
 - **cut turns** (``turns_cut``): the completions the backend cut at its token cap (the call record's ``truncated``),
   and **cut think-then-stop turns** (``think_then_stop_cut``): the think-then-stop turns among them, whose
-  ``<tool_call>`` may have been lost to the cap rather than never written; both ``None`` for a log written before
-  backends reported it (an answered turn without ``truncated``);
+  ``<tool_call>`` may have been lost to the cap rather than never written, and **turns cut inside their call**
+  (``turns_cut_in_call``): cut turns whose parser dropped an unclosed ``<tool_call>`` block — the cap fell in the
+  call itself (a view call listing many product ids), not in the reasoning before it; all three ``None`` for a log
+  written before backends reported it (an answered turn without ``truncated``);
 - **ground truth retrieved** (a ground-truth product among the ids the episode's own searches returned) and
   **recommended** (among the recommended ids), as :mod:`shoparena.evaluate.choice` decides them;
 - **parse notes**: what the backend's text parser dropped from a completion (a malformed or unclosed
@@ -43,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shoparena.env.protocol_native import UNCLOSED_CALL_NOTE
 from shoparena.env.turns import DECISION, states_decision, think_then_stop
 from shoparena.errors import DataError
 from shoparena.evaluate.choice import episode_choice, searched_ids
@@ -170,6 +173,7 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
             if isinstance(parsed, list) and parsed:
                 totals["turns_with_parse_notes"] += 1
                 notes.update(note_kind(n) for n in parsed)
+                totals["turns_cut_in_call"] += cut is True and any(note_kind(n) == UNCLOSED_CALL_NOTE for n in parsed)
         totals["episodes_think_then_stop"] += stopped_here
         totals["repeated_tool_calls"] += repeats
         totals["episodes_repeating"] += repeats > 0
@@ -205,6 +209,7 @@ def run_diagnostics(run_dir: str | Path, problems: Sequence[Problem]) -> dict[st
         "timed_out_after_recommending": count("timed_out_after_recommending"),
         "turns_cut": totals["turns_cut"] if knows_cut else None,
         "think_then_stop_cut": totals["think_then_stop_cut"] if knows_cut else None,
+        "turns_cut_in_call": totals["turns_cut_in_call"] if knows_cut else None,
         "gt_retrieved": count("gt_retrieved"), "gt_recommended": totals["gt_recommended"],
         "parse_notes": None if not have_calls else {
             "turns": totals["turns_with_parse_notes"], "notes": sum(notes.values()),

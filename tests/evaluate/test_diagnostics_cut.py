@@ -60,13 +60,17 @@ def test_cut_turns_are_counted_from_the_call_log(tmp_path: Path) -> None:
     assert d["totals"]["turns"] == 5 and d["think_then_stop"] == 2 and d["turns_without_tool_call"] == 4
     assert d["turns_cut"] == 3
     assert d["think_then_stop_cut"] == 1
+    assert d["turns_cut_in_call"] == 1  # episode 1's: the cap fell inside its <tool_call>
+    # a turn that ended by itself with a malformed call is not cut inside it
+    uncut = [*CALLS[:3], {**CALLS[3], "truncated": False}, *CALLS[4:]]
+    assert run_diagnostics(_run(tmp_path / "uncut", uncut), PROBLEMS)["turns_cut_in_call"] == 0
 
 
 def test_a_log_from_before_the_field_says_unknown_not_zero(tmp_path: Path) -> None:
     old = [{k: v for k, v in c.items() if k != "truncated"} for c in CALLS]
     d = run_diagnostics(_run(tmp_path / "old", old), PROBLEMS)
     assert d["think_then_stop"] == 2  # every other figure as before
-    assert d["turns_cut"] is None and d["think_then_stop_cut"] is None
+    assert d["turns_cut"] is None and d["think_then_stop_cut"] is None and d["turns_cut_in_call"] is None
     # one answered turn without the field makes the counts unknown: a partial count would read as a low one
     mixed = [CALLS[0], {k: v for k, v in CALLS[1].items() if k != "truncated"}, *CALLS[2:]]
     assert run_diagnostics(_run(tmp_path / "mixed", mixed), PROBLEMS)["turns_cut"] is None

@@ -12,6 +12,7 @@ from shoparena.env import run_episode
 from shoparena.env.protocol_native import parse_qwen3, parse_reply_native
 from shoparena.env.protocol_tags import parse_reply_tags
 from shoparena.env.tools import get_toolset
+from shoparena.errors import ConfigError
 from shoparena.llm.policies import LEVELS, PolicyBackend, get_policy, policy_names
 from shoparena.llm.types import Sampling, get_backend
 from shoparena.scoring import format_reward
@@ -267,3 +268,40 @@ def test_same_output_in_another_process() -> None:
     digests = {subprocess.run([sys.executable, "-c", _XPROC], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(digests) == 1
+
+
+def _view_sizes(problems: list[Problem], svc: SearchService, uri: str) -> tuple[list[int], int]:
+    sizes, answered = [], 0
+    for p in problems:
+        episode = run_episode(p, Sampled(get_backend(uri), 0.7, seed=3), svc, protocol="native", profile="upstream4")
+        for step in episode.steps:
+            for call in step["completion"]["message"].get("tool_call") or []:
+                if call["name"] == "view_product_information":
+                    sizes.append(len(str(call["parameters"]["product_ids"]).split(",")))
+                answered += call["name"] == "recommend_product"
+    return sizes, answered
+
+
+def test_a_view_cap_bounds_the_products_each_view_call_asks_for(problems: list[Problem], svc: SearchService) -> None:
+    chosen = [p for p in problems if p.bucket == "product"][:6]
+    plain, _ = _view_sizes(chosen, svc, "policy:expert")
+    capped, answered = _view_sizes(chosen, svc, "policy:expert?view=2")
+    assert max(plain) > 2  # the expert looks at many candidates at once
+    assert capped and max(capped) <= 2  # one item per product problem: at most two ids a call
+    assert answered == len(chosen)  # the capped expert still finishes with a recommendation
+    none, _ = _view_sizes(chosen[:2], svc, "policy:expert?view=0")
+    assert none == []
+
+
+def test_policy_options_are_checked() -> None:
+    from shoparena.llm.policies import get_policy
+
+    assert get_policy("expert?view=2") is get_policy("EXPERT?view=2")  # one shared instance per URI
+    assert get_policy("expert?view=2").name == "policy:expert?view=2"
+    for bad, words in [("expert?view=11", "from 0 to 10"), ("expert?view=-1", "whole number"),
+                       ("expert?view=", "whole number"), ("expert?seed=1", "unknown or repeated"),
+                       ("expert?view=1&view=2", "unknown or repeated"), ("judge-strict?view=1", "judge"),
+                       ("expret?view=1", "did you mean policy:expert")]:
+        with pytest.raises(ConfigError) as info:
+            get_policy(bad)
+        assert words in f"{info.value} {info.value.hint or ''}", bad

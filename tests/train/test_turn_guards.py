@@ -222,3 +222,32 @@ def test_row_turns_keeps_a_tool_profile(tiny_model: Path, tmp_path: Path, capsys
     rc = _script().main([str(tmp_path / "sft.jsonl"), "--tokenizer", str(tiny_model), "--tools", "find_product,nope"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: --tools") and "unknown tools nope" in err
+
+
+# ── scripts/teacher_rows.py ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_teacher_rows_samples_the_stage_s_teacher_and_a_view_capped_one(train_world: Any, tiny_model: Path,
+                                                                       tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    script = load_script("teacher_rows")
+    common = ["--corpus", str(train_world.corpus), "--catalog", str(train_world.catalog), "--recipe", "tiny",
+              "--tokenizer", str(tiny_model), "--json"]
+    assert script.main([*common, "--out", str(tmp_path / "plain")]) == 0
+    plain = json.loads(capsys.readouterr().out)["figures"]
+    assert script.main([*common, "--out", str(tmp_path / "capped"), "--teacher", "policy:expert?view=1"]) == 0
+    capped = json.loads(capsys.readouterr().out)["figures"]
+    for figures, out in ((plain, tmp_path / "plain"), (capped, tmp_path / "capped")):
+        rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+        assert figures["rows"] == len(rows) == figures["samples"]["kept"] and figures["problems"] == 4
+        assert figures["rows_fitting"] <= figures["rows"]
+    assert plain["products_per_view_call"] > capped["products_per_view_call"]
+    assert script.view_calls(rows)[0] == capped["view_calls"]
+    stamp = (tmp_path / "capped" / "samples" / "runs.jsonl").stat().st_mtime_ns
+    assert script.main([*common, "--out", str(tmp_path / "capped"), "--teacher", "policy:expert?view=1"]) == 0
+    assert (tmp_path / "capped" / "samples" / "runs.jsonl").stat().st_mtime_ns == stamp  # the samples reused
+    capsys.readouterr()
+    assert script.main([*common, "--out", str(tmp_path / "capped")]) == 2  # another teacher in the same OUT
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "hint:" in err
+    assert script.main([*common, "--out", str(tmp_path / "x"), "--teacher", "policy:expert?view=99"]) == 2
