@@ -18,9 +18,9 @@ max(8 MiB, ``max_code_bytes`` + 1 MiB), gateway the run's own ``Limits.max_body_
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -187,6 +187,31 @@ def guard(app: Any, render: ErrorRenderer, *, max_body_bytes: int | None, strict
     return app
 
 
+def _clear_stale_socket(path: Path) -> None:
+    """Remove a Unix socket a stopped server left at ``path``; anything else there (a file, a directory, a socket a
+    live server still answers on) is a :class:`ConfigError`, never deleted."""
+    from shoparena.errors import ConfigError
+
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError(f"cannot listen on {path}: it exists and is not a socket",
+                          hint="choose another --uds path; nothing there was touched")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except OSError:
+        path.unlink(missing_ok=True)  # nobody answers: a stopped server's leftover
+        return
+    finally:
+        probe.close()
+    raise ConfigError(f"cannot listen on {path}: a server is already listening there",
+                      hint="stop it first, or choose another --uds path")
+
+
 def bind_socket(host: str = "127.0.0.1", port: int = 0, *, uds: str | os.PathLike[str] | None = None) -> socket.socket:
     """A listening socket: TCP on ``host:port`` (port 0 = any free port) or a Unix socket at ``uds``.
 
@@ -200,8 +225,7 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0, *, uds: str | os.PathLik
     try:
         if uds is not None:
             path = Path(uds)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            _clear_stale_socket(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.bind(str(path))
         else:

@@ -10,7 +10,9 @@ item returns to the queue when its lease lapses.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import threading
 import time
 from pathlib import Path
@@ -85,6 +87,15 @@ def keep_alive(source: WorkSource, eval_run_id: str, stop: threading.Event, ever
             return
 
 
+def agent_file(agent_dir: Path, agent_version_id: str) -> Path:
+    """Where a claimed agent's code is written: a file directly in ``agent_dir`` whatever the arena sent as the
+    version id (it is untrusted: ``../x`` or ``/etc/x`` must not name a path), readable by its safe characters and
+    kept apart from every other id by a hash of the whole id."""
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", str(agent_version_id))[:48].strip("_") or "agent"
+    digest = hashlib.sha256(str(agent_version_id).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return agent_dir / f"{readable}-{digest}.py"
+
+
 def work_once(source: WorkSource, catalog: str | Path, store: Any, config: ValidatorConfig, agent_dir: Path, *,
               heartbeat_s: float = 60.0) -> WorkDone | None:
     """Claim and finish one work item; None when the queue is empty."""
@@ -93,7 +104,7 @@ def work_once(source: WorkSource, catalog: str | Path, store: Any, config: Valid
         return None
     code = source.agent_code(work.eval_run_id)
     agent_dir.mkdir(parents=True, exist_ok=True)
-    path = agent_dir / f"{work.agent_version_id}.py"
+    path = agent_file(agent_dir, work.agent_version_id)
     path.write_bytes(code["code"] if isinstance(code["code"], bytes) else str(code["code"]).encode("utf-8"))
     problems = source.problems(work.eval_run_id)
     spec = AgentSpec(path=str(path), agent_id=work.agent_id, agent_version=f"v{work.version_number}",

@@ -51,3 +51,18 @@ def test_heartbeats_renew_until_stopped(tmp_path: Path, caplog: pytest.LogCaptur
     with caplog.at_level(logging.WARNING, logger="shoparena.validator.worker"):
         keep_alive(Counting(arena, "val-a"), run_id, stop, 0.01)
     assert len(beats) == 3 and caplog.records == []
+
+
+def test_a_claimed_agent_s_file_stays_in_the_agent_dir_whatever_the_arena_sends(tmp_path: Path) -> None:
+    from shoparena.validator.worker import agent_file
+
+    agents = tmp_path / "agents"
+    names = set()
+    for hostile in ("../../escaped", "/etc/passwd", "..", "", "a/b", "av-1", "av_1", "x" * 500, "ünï\x00code"):
+        path = agent_file(agents, hostile)
+        assert path.parent == agents and path.suffix == ".py" and path.name.count("/") == 0
+        assert not path.name.startswith(".")
+        names.add(path.name)
+    assert len(names) == 9  # distinct ids never share a file, even when their safe characters agree
+    assert agent_file(agents, "av-1") == agent_file(agents, "av-1")
+    assert agent_file(agents, "av-1").name.startswith("av-1-")
