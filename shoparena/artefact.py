@@ -24,19 +24,20 @@ import orjson
 
 from shoparena.errors import ConfigError
 
-__all__ = ["COMMANDS", "NAMES", "Found", "claim_out", "fresh_out", "identify", "relative_to", "resolve_input",
-           "resolve_recorded"]
+__all__ = ["COMMANDS", "NAMES", "Found", "claim_file", "claim_new", "claim_out", "enclosing", "fresh_out", "identify",
+           "relative_to", "resolve_input", "resolve_recorded"]
 
 COMMANDS: dict[str, str] = {
     "corpus": "shoparena corpus build", "train": "shoparena train", "evaluation": "shoparena evaluate",
     "harness-run": "shoparena run", "reproduction": "shoparena reproduce", "loop": "shoparena loop",
-    "demo": "shoparena demo", "catalog": "shoparena catalog", "banks": "shoparena banks",
+    "demo": "shoparena demo", "catalog": "shoparena catalog", "banks": "shoparena arena banks build",
+    "arena": "shoparena arena simulate", "model": "shoparena models prepare",
 }
 """Artefact kind → the command that writes it (named in the refusals)."""
 
 _MANIFEST_FORMATS = {"shoparena-corpus-export": "corpus", "shoparena-train": "train", "shoparena-banks": "banks",
                      "shoparena-evaluation": "evaluation", "shoparena-reproduce": "reproduction",
-                     "shoparena-loop": "loop"}
+                     "shoparena-loop": "loop", "shoparena-arena": "arena", "shoparena-demo": "demo"}
 
 
 @dataclass(frozen=True)
@@ -67,17 +68,22 @@ def _by_format(body: dict[str, Any] | None) -> str | None:
     return _MANIFEST_FORMATS.get(fmt.split("/")[0]) if isinstance(fmt, str) else None
 
 
-def identify(path: str | os.PathLike[str]) -> Found | None:
+def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | None:
     """The artefact ``path`` holds, from its manifest; ``None`` for a path that is missing, not a directory, or
-    holds no manifest this project writes. Reads only."""
+    holds no manifest this project writes. ``strict``: only what a command's own files say (its manifest, its log,
+    a catalog's index), not the layouts an interrupted loop or arena run leaves, which a user's working directory
+    can share. Reads only."""
     root = Path(path)
     if not root.is_dir():
         return None
-    for name in ("manifest.json", "evaluation.json", "reproduce.json", "loop.json", "summary.json"):
+    for name in ("manifest.json", "evaluation.json", "reproduce.json", "loop.json", "arena.json", "demo.json",
+                 "prepare.json", "summary.json"):
         body = _json(root / name) if (root / name).is_file() else None
         kind = _by_format(body)
         if kind is None and name == "summary.json" and body is not None and {"config", "summary"} <= set(body):
             kind = "harness-run"  # written before summaries carried their kind
+        if kind is None and name == "prepare.json" and body is not None and {"model", "source", "files"} <= set(body):
+            kind = "model"
         if kind is not None:
             return Found(kind, root, body)
     # interrupted runs: the files a command writes first, before its manifest
@@ -91,14 +97,33 @@ def identify(path: str | os.PathLike[str]) -> Found | None:
         return Found("train", root)
     if (root / "index" / "meta.json").is_file():
         return Found("catalog", root)
-    if (root / "loop.log").is_file() or ((root / "arena" / "subnet.db").is_file() and (root / "corpus").is_dir()):
+    if (root / "demo.log").is_file():  # before the loop's test: a demo holds an arena and a corpus too
+        return Found("demo", root)
+    if (root / "loop.log").is_file():
         return Found("loop", root)
+    if strict:
+        return None
+    if (root / "arena" / "subnet.db").is_file() and (root / "corpus").is_dir():
+        return Found("loop", root)
+    if (root / "subnet.db").is_file() and ((root / "catalog").is_dir() or (root / "agents").is_dir()):
+        return Found("arena", root)
+    return None
+
+
+def enclosing(path: str | os.PathLike[str]) -> Found | None:
+    """The nearest artefact a path lies inside (its parents only, not the path itself, each identified
+    ``strict``ly: a working directory holding ``arena/`` and ``corpus/`` is no loop run); ``None`` when none does."""
+    for parent in Path(path).resolve().parents:
+        found = identify(parent, strict=True)
+        if found is not None:
+            return found
     return None
 
 
 NAMES: dict[str, str] = {"corpus": "a corpus", "train": "a training run", "evaluation": "an evaluation",
                          "harness-run": "a harness run", "reproduction": "a reproduction", "loop": "a loop run",
-                         "demo": "a demo run", "catalog": "a catalog", "banks": "a bank set"}
+                         "demo": "a demo run", "catalog": "a catalog", "banks": "a bank set",
+                         "arena": "an arena simulation", "model": "a prepared model"}
 """Each kind as the refusals name it."""
 
 
@@ -118,7 +143,8 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
     already holds (``None``: nothing), after ``force`` removed one made with other settings.
 
     Refused (:class:`ConfigError`, exit 2, with a hint): ``out`` is a file; ``out`` is, contains or lies inside
-    one of ``inputs`` (``(flag, path)`` pairs); ``out`` is another command's artefact; ``out`` is a non-empty
+    one of ``inputs`` (``(flag, path)`` pairs); ``out`` lies inside an artefact (its files belong to the command
+    that wrote it, and its readers check them); ``out`` is another command's artefact; ``out`` is a non-empty
     directory that is no artefact (``ignore``: names a command may find there first, its log); ``out`` holds a
     ``kind`` artefact for which ``differs(found)`` names settings that differ from this run's — unless ``force``
     (it is removed and the run starts afresh). ``again`` is the command line that continues the run in ``out``
@@ -135,6 +161,7 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
             rel = "is" if where == src else ("lies inside" if _within(where, src) else "contains")
             raise ConfigError(f"--out {root} {rel} the input {flag} {given}",
                               hint="write to another --out, outside the command's inputs")
+    _refuse_inside(root)
     if not root.is_dir() or not any(p.name not in ignore for p in root.iterdir()):
         return None
     found = identify(root)
@@ -154,6 +181,51 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
         cont = f"`{again}`" if again else "the settings it was made with and --resume"
         raise ConfigError(f"--out {root} holds {_a(kind)} made with other settings: {', '.join(changed)}",
                           hint=f"continue it with {cont}, choose another --out, or pass --force to replace it")
+    return found
+
+
+def _refuse_inside(out: Path) -> None:
+    host = enclosing(out)
+    if host is not None:
+        raise ConfigError(f"--out {out} lies inside {_a(host.kind)} at {host.root} (written by "
+                          f"`{COMMANDS[host.kind]}`)",
+                          hint="write to a path outside it: its files are checked by whoever reads it")
+
+
+def claim_file(out: str | os.PathLike[str], *, inputs: Sequence[tuple[str, str | os.PathLike[str] | None]] = (),
+               flag: str = "--out") -> Path:
+    """Check a file a command is about to write: refused (:class:`ConfigError`, exit 2) when it is a directory,
+    one of ``inputs`` or inside one, or inside an artefact directory. Returns the path."""
+    path = Path(out)
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a directory", hint="pass a file path")
+    where = path.resolve()
+    for name, given in inputs:
+        if given is not None and _within(where, Path(given).resolve()):
+            raise ConfigError(f"{flag} {path} is or lies inside the input {name} {given}",
+                              hint="write to another path, outside the command's inputs")
+    host = enclosing(path)
+    if host is not None:
+        raise ConfigError(f"{flag} {path} lies inside {_a(host.kind)} at {host.root} (written by "
+                          f"`{COMMANDS[host.kind]}`)", hint="write to a path outside it")
+    return path
+
+
+def claim_new(out: str | os.PathLike[str], kind: str, *,
+              inputs: Sequence[tuple[str, str | os.PathLike[str] | None]] = (), force: bool = False,
+              replace_own: bool = False) -> Found | None:
+    """:func:`claim_out` for a command that cannot continue an earlier run: an ``out`` that already holds its
+    ``kind`` is refused unless ``force`` (then returned, for the command to replace) — or, with ``replace_own``
+    (a throwaway run such as the demo), removed."""
+    found = claim_out(out, kind, inputs=inputs)
+    if found is None:
+        return None
+    if replace_own:
+        shutil.rmtree(found.root)
+        return None
+    if not force:
+        raise ConfigError(f"--out {out} holds {_a(kind)} already",
+                          hint="choose another --out, or pass --force to replace it")
     return found
 
 

@@ -283,3 +283,85 @@ def test_loop_refuses_another_commands_artefact_a_foreign_directory_and_other_se
     (done / "loop.json").write_text(json.dumps(body))
     _refused(*_cli(capsys, *args, str(done)), "other settings", "days")
     assert json.loads((done / "loop.json").read_text()) == body
+
+
+def test_no_command_writes_inside_another_artefact_or_over_its_input(world: tuple[Path, Path], evaluation: Path,
+                                                                      tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    catalog, problems = world
+    corpus = _corpus(tmp_path / "corpus")
+    before = {"eval": _snapshot(evaluation), "catalog": _snapshot(catalog), "corpus": _snapshot(corpus)}
+    refusals = [
+        (["evaluate", "--model", "policy:expert", "--catalog", str(catalog), "--problems", str(problems),
+          "--out", str(evaluation / "inner")], "lies inside an evaluation"),
+        (["problems", "generate", "--catalog", str(catalog), "--out", str(catalog / "documents.jsonl.gz")],
+         "lies inside a catalog"),
+        (["problems", "generate", "--catalog", str(catalog), "--out", str(evaluation / "evaluation.json")],
+         "lies inside an evaluation"),
+        (["catalog", "generate", "--size", "200", "--out", str(evaluation)], "holds an evaluation"),
+        (["catalog", "generate", "--size", "200", "--out", str(catalog)], "holds a catalog already"),
+        (["catalog", "import", str(tmp_path / "docs.jsonl"), "--out", str(corpus)], "holds a corpus"),
+        (["arena", "banks", "build", "--problems", str(problems), "--out", str(corpus)], "holds a corpus"),
+        (["arena", "simulate", "--days", "1", "--out", str(evaluation)], "holds an evaluation"),
+        (["demo", "--out", str(corpus)], "holds a corpus"),
+    ]
+    (tmp_path / "docs.jsonl").write_text("")
+    for args, words in refusals:
+        _refused(*_cli(capsys, *args), words)
+    assert before == {"eval": _snapshot(evaluation), "catalog": _snapshot(catalog), "corpus": _snapshot(corpus)}
+
+
+def test_a_kept_arena_simulation_is_not_continued_or_overwritten(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    arena = tmp_path / "arena"  # as `arena simulate --out` leaves it (arena.json is written last)
+    (arena / "catalog").mkdir(parents=True)
+    (arena / "subnet.db").write_bytes(b"records")
+    assert identify(arena).kind == "arena"  # type: ignore[union-attr]
+    _refused(*_cli(capsys, "arena", "simulate", "--days", "1", "--out", str(arena)), "holds an arena simulation",
+             "--force")
+    assert (arena / "subnet.db").read_bytes() == b"records"  # a second run would have mixed its records in
+
+
+def test_banks_and_catalogs_are_replaced_only_with_force(world: tuple[Path, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    _, problems = world
+    banks = tmp_path / "banks"
+    assert _cli(capsys, "arena", "banks", "build", "--problems", str(problems), "--out", str(banks))[0] == 0
+    first = _snapshot(banks)
+    _refused(*_cli(capsys, "arena", "banks", "build", "--problems", str(problems), "--out", str(banks),
+                   "--seed", "1"), "holds a bank set already")
+    assert _snapshot(banks) == first
+    assert _cli(capsys, "arena", "banks", "build", "--problems", str(problems), "--out", str(banks), "--seed", "1",
+                "--force")[0] == 0
+    cat = tmp_path / "cat"
+    assert _cli(capsys, "catalog", "generate", "--size", "200", "--out", str(cat))[0] == 0
+    assert _cli(capsys, "catalog", "generate", "--size", "200", "--seed", "2", "--out", str(cat), "--force")[0] == 0
+    assert identify(cat).kind == "catalog"  # type: ignore[union-attr]
+
+
+def test_an_earlier_demo_is_replaced_and_anything_else_kept(tmp_path: Path) -> None:
+    from shoparena.artefact import claim_file, claim_new
+
+    demo = tmp_path / "demo-out"
+    (demo / "arena").mkdir(parents=True)
+    (demo / "demo.log").write_text("an earlier demo")
+    (demo / "arena" / "subnet.db").write_bytes(b"x")
+    (demo / "corpus").mkdir()
+    assert identify(demo).kind == "demo"  # type: ignore[union-attr]  # not a loop, though it holds both
+    assert claim_new(demo, "demo", replace_own=True) is None and not demo.exists()
+    work = tmp_path / "work"  # a user's working directory: an arena and a corpus made side by side
+    (work / "arena").mkdir(parents=True)
+    (work / "arena" / "subnet.db").write_bytes(b"x")
+    (work / "corpus").mkdir()
+    assert claim_out(work / "eval", "evaluation") is None  # not taken for an interrupted loop run around it
+    with pytest.raises(ConfigError, match="lies inside"):
+        claim_file(_corpus(tmp_path / "c") / "extra.jsonl")
+    with pytest.raises(ConfigError, match="is a directory"):
+        claim_file(tmp_path)
+    assert claim_file(tmp_path / "free.jsonl") == tmp_path / "free.jsonl"
+    model = tmp_path / "model"  # a prepared model: what `models prepare` writes, its prepare.json first of all
+    model.mkdir()
+    (model / "prepare.json").write_text(json.dumps({"model": "smollm2-135m", "source": {}, "files": {}}))
+    assert identify(model).kind == "model"  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="lies inside a prepared model"):
+        claim_out(model / "eval", "evaluation")

@@ -47,9 +47,13 @@ from shoparena.arena.config import DAY_S, ArenaConfig
 from shoparena.arena.population import MinerProfile, agent_source, default_population, respond
 from shoparena.clock import ManualClock
 from shoparena.errors import BackendError, ConfigError, ShopArenaError
+from shoparena.seal import write_json
 
 __all__ = ["DayOutcomes", "SimulationConfig", "SimulationFailed", "SimulationResult", "check_day", "failure_kind",
            "simulate", "store_outcomes"]
+
+ARENA_FILE = "arena.json"
+"""Written last into a kept simulation directory: what it is (``shoparena-arena/1``) and its configuration."""
 
 POLICY_MODELS = ("policy:novice", "policy:careful", "policy:expert")
 
@@ -432,6 +436,7 @@ def simulate(cfg: SimulationConfig, progress: Callable[[str], None] | None = Non
                           submissions, days, events, weights_log, epoch_emissions, owner_emission, t_start)
     if cfg.out:
         banks.save(root / "banks")  # the final bank state (clusters, static suites) for `shoparena corpus build`
+        write_json(root / ARENA_FILE, {"format": "shoparena-arena/1", "config": cfg.model_dump(mode="json")})
     return result
 
 

@@ -151,12 +151,12 @@ def persistent_store(url: str | None) -> str | None:
 
 
 def output_file(path: Path, flag: str = "--out", *, force: bool = True) -> Path:
-    """``path`` if a file can be written there: a directory is a :class:`~shoparena.errors.ConfigError`, and so
-    is an existing file unless ``force``."""
+    """``path`` if a file can be written there: a directory, a path inside an artefact directory (its files belong
+    to the command that wrote it) and an existing file unless ``force`` are a :class:`~shoparena.errors.ConfigError`."""
+    from shoparena.artefact import claim_file
     from shoparena.errors import ConfigError
 
-    if path.is_dir():
-        raise ConfigError(f"{flag} {path} is a directory", hint="pass a file path")
+    claim_file(path, flag=flag)
     if path.exists() and not force:
         raise ConfigError(f"{flag} {path} already exists", hint="pass --force to overwrite it, or another path")
     return path

@@ -54,6 +54,7 @@ def simulate(
     richness_weight: Annotated[float, typer.Option(
         help="Agentic-richness weight of the score in [0, 1] (0 = ORO's scoring; docs/incentives.md).",
         callback=richness_weight_option)] = 0.0,
+    force: Annotated[bool, typer.Option("--force", help="Replace an arena simulation already in --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole summary as JSON.")] = False,
 ) -> None:
     """Run miners, validators, races, weights and emissions for DAYS simulated days on the embedded default.
@@ -62,6 +63,13 @@ def simulate(
     from shoparena.arena.simulate import SimulationConfig
     from shoparena.arena.simulate import simulate as run
 
+    if out is not None:
+        from shoparena.artefact import claim_new
+
+        if claim_new(out, "arena", force=force):
+            import shutil
+
+            shutil.rmtree(out)  # a simulation cannot continue another: its store would mix two runs
     cfg = SimulationConfig(miners=miners, validators=validators, days=days, seed=seed, store=store,
                            out=str(out) if out else None, qualifying_problems=qualifying_problems,
                            race_problems=race_problems, catalog_size=catalog_size, problems=problems,

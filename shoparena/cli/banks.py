@@ -62,14 +62,19 @@ def build(
                                                      "out.")] = 0.2,
     open_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of non-static problems open at "
                                                  "build.")] = 0.3,
+    force: Annotated[bool, typer.Option("--force", help="Replace a bank set already in --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
     """Cluster the problems, split them into static / reserve / held-out / open, verify and save."""
+    from shoparena.artefact import claim_new
     from shoparena.tasks import BankConfig, BankSet, load_problems
 
-    loaded = [p for path in _expand(problems, "--problems") for p in load_problems(path, refuse_conflicts=True)]
-    suites = {_suite_name(path): load_problems(path, refuse_conflicts=True)
-              for path in _expand(static or [], "--static")}
+    problem_files = _expand(problems, "--problems")
+    static_files = _expand(static or [], "--static")
+    claim_new(out, "banks", force=force, inputs=[*(("--problems", f) for f in problem_files),
+                                                  *(("--static", f) for f in static_files)])
+    loaded = [p for path in problem_files for p in load_problems(path, refuse_conflicts=True)]
+    suites = {_suite_name(path): load_problems(path, refuse_conflicts=True) for path in static_files}
     try:
         config = BankConfig(held_out_fraction=held_out_fraction, open_fraction=open_fraction)
     except ValueError as exc:  # a pydantic ValidationError: its first message, on one line

@@ -21,9 +21,16 @@ def generate(
     min_count: Annotated[int | None, typer.Option(
         "--min-count", min=1, help="Long-tail filter: drop SKU/attribute keys and values rarer than this "
         "(default: min(20, size // 500), at least 2; upstream uses 20).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a catalog already in --out.")] = False,
 ) -> None:
     """Write DIR/documents.jsonl.gz (upstream {id, contents, product} lines) and DIR/index in one pass."""
+    import shutil
+
+    from shoparena.artefact import claim_new
     from shoparena.catalog import DOCUMENTS_FILE, INDEX_DIR, create_catalog, generate_catalog
+
+    if claim_new(out, "catalog", force=force) is not None:
+        shutil.rmtree(out)
 
     t0 = time.perf_counter()
     with progress_bar(f"generating and indexing {size:,} products", size) as advance:
@@ -45,8 +52,10 @@ def import_(
 
     The index is built beside --out and swapped in when complete: a failed or empty import leaves an existing
     catalog untouched."""
+    from shoparena.artefact import claim_out
     from shoparena.catalog import INDEX_DIR, import_catalog
 
+    claim_out(out, "catalog", inputs=[("FILE", file)])  # a catalog there is replaced by --force, atomically
     t0 = time.perf_counter()
     with progress_bar(f"indexing {file.name}", None) as advance:
         index, report = import_catalog(file, out, progress=advance, allow_empty=allow_empty, overwrite=force)

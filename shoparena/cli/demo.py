@@ -216,6 +216,13 @@ def demo(
     from shoparena.cli._output import library_output
 
     require_extra("train", "demo")  # steps 9-10 train and evaluate a model: say so before step 1
+    from shoparena.artefact import claim_new
+    from shoparena.seal import write_json
+
+    claim_new(out, "demo", replace_own=True)  # an earlier demo there is replaced; anything else is refused
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "demo.json", {"format": "shoparena-demo/1",
+                                   "config": {"size": size, "problems": n_problems, "seed": seed}})
     t_start = time.perf_counter()
     console.print(Panel.fit("[bold]shoparena demo[/] — embedded default: synthetic catalog, offline, no keys",
                             border_style="cyan"))

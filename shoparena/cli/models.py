@@ -44,6 +44,9 @@ def prepare(
     from shoparena.llm.models import prepare as prepare_model
 
     MODELS.get(name)  # an unknown name fails before anything is said or loaded
+    from shoparena.artefact import claim_new
+
+    claim_new(out, "model", force=force)  # --force replaces a prepared model, never another command's artefact
     err_console.print(f"preparing {name} into {out} (de-quantising the GGUF: ~30 s for smollm2-135m)")
     body = prepare_model(name, out, force=force)
     if as_json:
@@ -63,9 +66,12 @@ def gguf(
 ) -> None:
     """Write MODEL as a GGUF (what the llamacpp: backend serves, and what llama-server takes); prints its path.
     MODEL is only read. An existing --out is reused when it was made from the same weights and refused otherwise."""
+    from shoparena.cli._extras import require_extra
     from shoparena.errors import ConfigError
     from shoparena.llm.gguf_export import export_gguf, made_from
     from shoparena.seal import sha256_file
+
+    require_extra("train", "models gguf")  # torch, transformers, safetensors and gguf read and write the weights
 
     if out is not None and out.exists() and not made_from(out, model):
         raise ConfigError(f"{out} exists and is not a GGUF of {model}'s weights",

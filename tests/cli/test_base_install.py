@@ -124,6 +124,7 @@ def _cases(root: Path) -> list[Case]:
         Case(("corpus", "show", "corpus"), OK),
         Case(("models", "list"), OK),
         Case(("models", "prepare", "smollm2-135m", "--out", "smollm2"), USAGE, "train"),
+        Case(("models", "gguf", "model"), USAGE, "train"),
         Case(("train", "tiny", "--corpus", "corpus", "--catalog", "arena/catalog", "--out", "train"), USAGE,
              "train"),
         Case(("evaluate", "--model", "policy:expert", *small[:2], "--problems", "problems.jsonl", "--out", "eval",

@@ -41,6 +41,13 @@ def test_prepare_writes_the_checkpoint_and_refuses_to_overwrite(monkeypatch: pyt
         main(["models", "prepare", "smollm2-135m", "--out", str(out)])
     assert exc.value.code == 2
     assert "--force" in capsys.readouterr().err
+    assert runner.invoke(app, ["models", "prepare", "smollm2-135m", "--out", str(out), "--force"]).exit_code == 0
+    other = tmp_path / "notes"  # a directory that is no prepared model is not replaced, even with --force
+    other.mkdir()
+    (other / "mine.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "prepare", "smollm2-135m", "--out", str(other), "--force"])
+    assert exc.value.code == 2 and (other / "mine.txt").read_text() == "mine"
 
 
 def test_unknown_model_is_one_clear_error(capsys) -> None:
