@@ -184,10 +184,10 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
     return found
 
 
-def _refuse_inside(out: Path) -> None:
+def _refuse_inside(out: Path, flag: str = "--out") -> None:
     host = enclosing(out)
     if host is not None:
-        raise ConfigError(f"--out {out} lies inside {_a(host.kind)} at {host.root} (written by "
+        raise ConfigError(f"{flag} {out} lies inside {_a(host.kind)} at {host.root} (written by "
                           f"`{COMMANDS[host.kind]}`)",
                           hint="write to a path outside it: its files are checked by whoever reads it")
 
@@ -204,10 +204,7 @@ def claim_file(out: str | os.PathLike[str], *, inputs: Sequence[tuple[str, str |
         if given is not None and _within(where, Path(given).resolve()):
             raise ConfigError(f"{flag} {path} is or lies inside the input {name} {given}",
                               hint="write to another path, outside the command's inputs")
-    host = enclosing(path)
-    if host is not None:
-        raise ConfigError(f"{flag} {path} lies inside {_a(host.kind)} at {host.root} (written by "
-                          f"`{COMMANDS[host.kind]}`)", hint="write to a path outside it")
+    _refuse_inside(path, flag)
     return path
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -150,13 +151,15 @@ def persistent_store(url: str | None) -> str | None:
     return url
 
 
-def output_file(path: Path, flag: str = "--out", *, force: bool = True) -> Path:
+def output_file(path: Path, flag: str = "--out", *, force: bool = True,
+                inputs: Sequence[tuple[str, str | os.PathLike[str] | None]] = ()) -> Path:
     """``path`` if a file can be written there: a directory, a path inside an artefact directory (its files belong
-    to the command that wrote it) and an existing file unless ``force`` are a :class:`~shoparena.errors.ConfigError`."""
+    to the command that wrote it), one of ``inputs`` (``(flag, path)``) or a path inside one, and an existing file
+    unless ``force`` are a :class:`~shoparena.errors.ConfigError`."""
     from shoparena.artefact import claim_file
     from shoparena.errors import ConfigError
 
-    claim_file(path, flag=flag)
+    claim_file(path, inputs=inputs, flag=flag)
     if path.exists() and not force:
         raise ConfigError(f"{flag} {path} already exists", hint="pass --force to overwrite it, or another path")
     return path

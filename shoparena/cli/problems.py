@@ -44,10 +44,7 @@ def generate(
     names = [b.strip() for b in buckets.split(",") if b.strip()]
     if not names:
         raise ConfigError(f"--buckets {buckets!r} names no bucket", hint="e.g. --buckets product,shop,voucher")
-    output_file(out)
-    from shoparena.artefact import claim_file
-
-    claim_file(out, inputs=[("--catalog", catalog)])
+    output_file(out, inputs=[("--catalog", catalog)])
     products = _catalog_products(catalog)
     report = GenerationReport()
     problems = generate_problems(products, n=n, seed=seed, buckets=names, paraphrases=paraphrases, report=report)
