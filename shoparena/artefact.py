@@ -70,9 +70,8 @@ def _by_format(body: dict[str, Any] | None) -> str | None:
 
 def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | None:
     """The artefact ``path`` holds, from its manifest; ``None`` for a path that is missing, not a directory, or
-    holds no manifest this project writes. ``strict``: only what a command's own files say (its manifest, its log,
-    a catalog's index), not the layouts an interrupted loop or arena run leaves, which a user's working directory
-    can share. Reads only."""
+    holds no manifest this project writes. ``strict``: only a manifest (or a catalog's index), not the files an
+    interrupted run leaves before its manifest, which a user's working directory can hold too. Reads only."""
     root = Path(path)
     if not root.is_dir():
         return None
@@ -86,7 +85,13 @@ def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | N
             kind = "model"
         if kind is not None:
             return Found(kind, root, body)
-    # interrupted runs: the files a command writes first, before its manifest
+    # a catalog's index says what it is by itself
+    if (root / "index" / "meta.json").is_file():
+        return Found("catalog", root)
+    if strict:
+        return None
+    # interrupted runs: the files a command writes first, before its manifest (a working directory can hold files
+    # of these names too, a redirected train.log or a prepared base/, so only a command's own --out is read this way)
     if (root / "split.json").is_file():
         return Found("corpus", root)
     if (root / "episodes.partial.jsonl").is_file():
@@ -95,15 +100,9 @@ def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | N
         return Found("evaluation", root)
     if (root / "train.log").is_file() or (root / "base" / "config.json").is_file():
         return Found("train", root)
-    if (root / "index" / "meta.json").is_file():
-        return Found("catalog", root)
     if (root / "demo.log").is_file():  # before the loop's test: a demo holds an arena and a corpus too
         return Found("demo", root)
-    if (root / "loop.log").is_file():
-        return Found("loop", root)
-    if strict:
-        return None
-    if (root / "arena" / "subnet.db").is_file() and (root / "corpus").is_dir():
+    if (root / "loop.log").is_file() or ((root / "arena" / "subnet.db").is_file() and (root / "corpus").is_dir()):
         return Found("loop", root)
     if (root / "subnet.db").is_file() and ((root / "catalog").is_dir() or (root / "agents").is_dir()):
         return Found("arena", root)
@@ -112,7 +111,8 @@ def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | N
 
 def enclosing(path: str | os.PathLike[str]) -> Found | None:
     """The nearest artefact a path lies inside (its parents only, not the path itself, each identified
-    ``strict``ly: a working directory holding ``arena/`` and ``corpus/`` is no loop run); ``None`` when none does."""
+    ``strict``ly: a working directory holding a prepared ``base/``, a redirected ``train.log`` or ``arena/`` and
+    ``corpus/`` side by side is no training or loop run); ``None`` when none does."""
     for parent in Path(path).resolve().parents:
         found = identify(parent, strict=True)
         if found is not None:

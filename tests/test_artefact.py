@@ -356,6 +356,11 @@ def test_an_earlier_demo_is_replaced_and_anything_else_kept(tmp_path: Path) -> N
     (work / "arena" / "subnet.db").write_bytes(b"x")
     (work / "corpus").mkdir()
     assert claim_out(work / "eval", "evaluation") is None  # not taken for an interrupted loop run around it
+    (work / "train.log").write_text("a redirected log")  # and a prepared base/, as a working directory holds them
+    (work / "base").mkdir()
+    (work / "base" / "config.json").write_text("{}")
+    assert claim_out(work / "eval", "evaluation") is None
+    assert identify(work).kind == "train"  # type: ignore[union-attr]  # as an --out, it is still refused
     with pytest.raises(ConfigError, match="lies inside"):
         claim_file(_corpus(tmp_path / "c") / "extra.jsonl")
     with pytest.raises(ConfigError, match="is a directory"):
