@@ -18,6 +18,7 @@ max(8 MiB, ``max_code_bytes`` + 1 MiB), gateway the run's own ``Limits.max_body_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -255,6 +256,7 @@ class BackgroundServer:
                  uds: str | os.PathLike[str] | None = None, log_level: str = "warning") -> None:
         self.sock = bind_socket(host, port, uds=uds)
         self.uds = str(uds) if uds is not None else None
+        self._socket_file = _socket_identity(uds)
         if self.uds is None:
             bound_host, bound_port = self.sock.getsockname()[:2]
             self.url = f"http://{bound_host}:{bound_port}"
@@ -274,6 +276,7 @@ class BackgroundServer:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
+        _remove_socket_file(self.uds, self._socket_file)
 
     def __enter__(self) -> BackgroundServer:
         return self
@@ -286,5 +289,29 @@ def serve_forever(app: Any, *, host: str = "127.0.0.1", port: int = 0,
                   uds: str | os.PathLike[str] | None = None, log_level: str = "info") -> None:
     """Serve ``app`` in the foreground until interrupted (the CLI's ``serve`` commands)."""
     sock = bind_socket(host, port, uds=uds)
+    ours = _socket_identity(uds)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off")
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        _remove_socket_file(uds, ours)
+
+
+def _socket_identity(uds: str | os.PathLike[str] | None) -> tuple[int, int] | None:
+    """(device, inode) of the socket file a server just bound, so that only that file is removed at its stop."""
+    if uds is None:
+        return None
+    try:
+        st = os.lstat(uds)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISSOCK(st.st_mode) else None
+
+
+def _remove_socket_file(uds: str | os.PathLike[str] | None, ours: tuple[int, int] | None) -> None:
+    """Remove the socket file a stopped server bound, unless something else has taken its path since."""
+    if uds is None or ours is None or _socket_identity(uds) != ours:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(uds)

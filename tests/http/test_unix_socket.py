@@ -42,3 +42,14 @@ def test_a_stale_socket_is_replaced_and_a_live_one_refused(tmp_path: Path) -> No
         client.close()
     finally:
         second.close()
+
+
+def test_a_stopped_server_removes_its_socket_file(tmp_path: Path) -> None:
+    from starlette.applications import Starlette
+
+    from shoparena._http import BackgroundServer
+
+    path = tmp_path / "api.sock"
+    with BackgroundServer(Starlette(), uds=path):
+        assert path.is_socket()
+    assert not path.exists()  # no socket file is left behind for the next start to find
