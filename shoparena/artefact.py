@@ -75,7 +75,8 @@ def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | N
     root = Path(path)
     if not root.is_dir():
         return None
-    for name in ("manifest.json", "evaluation.json", "reproduce.json", "loop.json", "arena.json", "demo.json",
+    # demo.json first: a demo's directory also holds the loop.json of the loop it runs
+    for name in ("demo.json", "manifest.json", "evaluation.json", "reproduce.json", "loop.json", "arena.json",
                  "prepare.json", "summary.json"):
         body = _json(root / name) if (root / name).is_file() else None
         kind = _by_format(body)
