@@ -75,6 +75,8 @@ def identify(path: str | os.PathLike[str], *, strict: bool = False) -> Found | N
     root = Path(path)
     if not root.is_dir():
         return None
+    if not strict and (root / "demo.log").is_file() and not (root / "demo.json").is_file():
+        return Found("demo", root)  # a demo run before demos wrote demo.json (its loop's loop.json is beside it)
     # demo.json first: a demo's directory also holds the loop.json of the loop it runs
     for name in ("demo.json", "manifest.json", "evaluation.json", "reproduce.json", "loop.json", "arena.json",
                  "prepare.json", "summary.json"):

@@ -351,6 +351,7 @@ def test_an_earlier_demo_is_replaced_and_anything_else_kept(tmp_path: Path) -> N
     (demo / "corpus").mkdir()
     assert identify(demo).kind == "demo"  # type: ignore[union-attr]  # not a loop, though it holds both
     (demo / "loop.json").write_text('{"format": "shoparena-loop/1"}')  # the demo's own loop writes one at its root
+    assert identify(demo).kind == "demo"  # type: ignore[union-attr]  # a demo from before demo.json
     (demo / "demo.json").write_text('{"format": "shoparena-demo/1"}')
     assert identify(demo).kind == "demo"  # type: ignore[union-attr]
     assert claim_new(demo, "demo", replace_own=True) is None and not demo.exists()
