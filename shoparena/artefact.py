@@ -155,15 +155,7 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--out {root} is a file", hint="pass a directory")
-    where = root.resolve()
-    for flag, given in inputs:
-        if given is None:
-            continue
-        src = Path(given).resolve()
-        if _within(where, src) or _within(src, where):
-            rel = "is" if where == src else ("lies inside" if _within(where, src) else "contains")
-            raise ConfigError(f"--out {root} {rel} the input {flag} {given}",
-                              hint="write to another --out, outside the command's inputs")
+    _refuse_inputs(root, inputs)
     _refuse_inside(root)
     if not root.is_dir() or not any(p.name not in ignore for p in root.iterdir()):
         return None
@@ -187,6 +179,20 @@ def claim_out(out: str | os.PathLike[str], kind: str, *, inputs: Sequence[tuple[
     return found
 
 
+def _refuse_inputs(out: Path, inputs: Sequence[tuple[str, str | os.PathLike[str] | None]],
+                   flag: str = "--out") -> None:
+    """Refuse an ``out`` that is, lies inside or contains one of ``inputs`` (``(flag, path)`` pairs)."""
+    where = out.resolve()
+    for name, given in inputs:
+        if given is None:
+            continue
+        src = Path(given).resolve()
+        if _within(where, src) or _within(src, where):
+            rel = "is" if where == src else ("lies inside" if _within(where, src) else "contains")
+            raise ConfigError(f"{flag} {out} {rel} the input {name} {given}",
+                              hint=f"write to another {flag}, outside the command's inputs")
+
+
 def _refuse_inside(out: Path, flag: str = "--out") -> None:
     host = enclosing(out)
     if host is not None:
@@ -202,11 +208,7 @@ def claim_file(out: str | os.PathLike[str], *, inputs: Sequence[tuple[str, str |
     path = Path(out)
     if path.is_dir():
         raise ConfigError(f"{flag} {path} is a directory", hint="pass a file path")
-    where = path.resolve()
-    for name, given in inputs:
-        if given is not None and _within(where, Path(given).resolve()):
-            raise ConfigError(f"{flag} {path} is or lies inside the input {name} {given}",
-                              hint="write to another path, outside the command's inputs")
+    _refuse_inputs(path, inputs, flag)
     _refuse_inside(path, flag)
     return path
 

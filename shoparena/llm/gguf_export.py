@@ -281,10 +281,7 @@ def is_derived_gguf(path: str | os.PathLike[str]) -> bool:
     versions wrote the serving GGUF into the checkpoint directory; run directories made then still hold one, and
     their digests stay what the run vouched for. A foreign GGUF (a downloaded one) is not derived."""
     file = Path(path)
-    if file.suffix != ".gguf" or not file.is_file():
-        return False
-    weights = weights_sha256(file.parent)
-    return weights is not None and _stamp(file) == weights
+    return file.suffix == ".gguf" and made_from(file, file.parent)
 
 
 def made_from(path: str | os.PathLike[str], model_dir: str | os.PathLike[str]) -> bool:
