@@ -66,6 +66,7 @@ def gguf(
 ) -> None:
     """Write MODEL as a GGUF (what the llamacpp: backend serves, and what llama-server takes); prints its path.
     MODEL is only read. An existing --out is reused when it was made from the same weights and refused otherwise."""
+    from shoparena.artefact import claim_file
     from shoparena.cli._extras import require_extra
     from shoparena.errors import ConfigError
     from shoparena.llm.gguf_export import export_gguf, made_from
@@ -73,6 +74,8 @@ def gguf(
 
     require_extra("train", "models gguf")  # torch, transformers, safetensors and gguf read and write the weights
 
+    if out is not None:  # never into MODEL itself, nor into a training run or any other command's artefact
+        claim_file(out, inputs=[("MODEL", model)])
     if out is not None and out.exists() and not made_from(out, model):
         raise ConfigError(f"{out} exists and is not a GGUF of {model}'s weights",
                           hint="choose another --out, or delete the file first")

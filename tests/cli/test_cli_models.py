@@ -89,6 +89,10 @@ def test_gguf_writes_a_checkpoint_for_llama_server_and_never_overwrites_a_strang
         main(["models", "gguf", str(model), "--out", str(stranger)])
     assert exc.value.code == 2 and stranger.read_text() == "mine"
     assert "exists and is not a GGUF" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # the checkpoint is an input: nothing is written into it
+        main(["models", "gguf", str(model), "--out", str(model / "model.f16.gguf")])
+    assert exc.value.code == 2 and "lies inside the input MODEL" in capsys.readouterr().err
+    assert file_hashes(model) == before
     with pytest.raises(SystemExit) as exc:
         main(["models", "gguf", str(tmp_path / "missing")])
     err = capsys.readouterr().err

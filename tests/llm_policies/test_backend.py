@@ -299,7 +299,7 @@ def test_policy_options_are_checked() -> None:
     assert get_policy("expert?view=2") is get_policy("EXPERT?view=2")  # one shared instance per URI
     assert get_policy("expert?view=2").name == "policy:expert?view=2"
     for bad, words in [("expert?view=11", "from 0 to 10"), ("expert?view=-1", "whole number"),
-                       ("expert?view=", "whole number"), ("expert?seed=1", "unknown or repeated"),
+                       ("expert?view=", "whole number"), ("expert?view=²", "whole number"), ("expert?seed=1", "unknown or repeated"),
                        ("expert?view=1&view=2", "unknown or repeated"), ("judge-strict?view=1", "judge"),
                        ("expret?view=1", "did you mean policy:expert")]:
         with pytest.raises(ConfigError) as info:

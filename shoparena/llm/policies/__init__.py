@@ -77,7 +77,7 @@ def _with_options(key: str, query: str, name: str) -> PolicyBackend:
         raise ConfigError(f"policy:{name}: unknown or repeated option in {query!r}",
                           hint="the one option is view=N (candidates inspected per item), e.g. policy:expert?view=2")
     raw = options["view"]
-    if not raw.isdigit() or int(raw) > base.skill.view:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > base.skill.view:
         raise ConfigError(f"policy:{name}: view must be a whole number from 0 to {base.skill.view} "
                           f"(policy:{key} inspects at most {base.skill.view}), got {raw!r}")
     view = int(raw)
