@@ -116,6 +116,11 @@ class GRPOConfig(StageConfig):
     """The exported copy's weight type (``llamacpp``): F16 is close to the policy, F32 exact and slower."""
     sampler_threads: int | None = Field(None, ge=1)
     """llama.cpp decode threads (``llamacpp``); default: torch's thread count."""
+    sampler_mode: Literal["batched", "slots"] = "batched"
+    """How the episodes share llama.cpp (``llamacpp``): ``batched`` — one engine batching every episode's turns
+    (faster; the text can change with what else is in the batch, so two runs of one seed may train other weights);
+    ``slots`` — an engine per episode, one thread each unless ``sampler_threads`` says otherwise, so a run repeats
+    its rollouts and its checkpoint byte for byte (:mod:`shoparena.train.rollout_llamacpp`)."""
     # ``max_length`` (from StageConfig) is not used by this stage: an episode's budget is max_completion_length.
 
     @model_validator(mode="after")
@@ -311,7 +316,7 @@ def train_grpo(model_dir: Path, grpo_rows: Iterable[dict[str, Any]], config: GRP
         from shoparena.train.rollout_llamacpp import LlamaCppSampler
 
         sampler = LlamaCppSampler(model_dir, out_dir / SAMPLER_DIR, dtype=config.sampler_dtype, seed=config.seed,
-                                  threads=config.sampler_threads)
+                                  threads=config.sampler_threads, mode=config.sampler_mode)
     try:
         model, tokenizer = load_model(model_dir, config)
         episodes: list[dict[str, Any]] = []

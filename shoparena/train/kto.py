@@ -91,6 +91,9 @@ class KTOConfig(StageConfig):
     exported copy of the current policy (LoRA merged, ``probe_sampler_dtype``) through llama.cpp's batched engine,
     every probe prompt at once (:mod:`shoparena.train.rollout_llamacpp`; llama checkpoints; faster on a CPU)."""
     probe_sampler_dtype: Literal["F32", "F16", "Q8_0"] = "F16"
+    probe_sampler_mode: Literal["batched", "slots"] = "batched"
+    """``llamacpp``: one batched engine for the probe set, or an engine per probe prompt (``slots``: the rates, and
+    so the step the probe stops at, repeat byte for byte; GRPO's ``sampler_mode``)."""
     system: Literal["row", "harness"] = "row"
     """``harness``: prompts without a system turn get the harness's native one (as SFT's ``system``)."""
     tools: ToolProfile = None
@@ -443,7 +446,7 @@ def train_kto(model_dir: Path, kto_rows_in: Iterable[dict[str, Any]], config: KT
         from shoparena.train.rollout_llamacpp import LlamaCppSampler
 
         sampler = LlamaCppSampler(model_dir, out_dir / PROBE_SAMPLER_DIR, dtype=config.probe_sampler_dtype,
-                                  seed=config.seed)
+                                  seed=config.seed, mode=config.probe_sampler_mode)
     rate = rate_fn or EmissionProbe(tokenizer, probes, max_new_tokens=config.probe_max_new_tokens,
                                     temperature=config.probe_temperature, top_p=config.probe_top_p, seed=config.seed,
                                     sampler=sampler)

@@ -21,8 +21,12 @@ Sampling matches transformers' ``generate`` as the hf path uses it: top-k (the c
 ``top_k``, else 50), top-p, temperature, then a draw; greedy at temperature 0. Each turn's draw is seeded from
 ``(seed, step, episode index, turn)`` (:func:`turn_seed`), so a run repeats its rollouts; batches are composed by
 arrival, and llama.cpp may sum a sequence's logits in another order in another batch, so a draw that falls within
-float rounding of a boundary between two tokens can differ between two runs (rare; greedy turns likewise on
-near-ties).
+float rounding of a boundary between two tokens can differ between two runs (greedy turns likewise on near-ties).
+Over a rollout's thousand-odd draws such a boundary is met often enough that two runs of the same seed train other
+weights (docs/results.md §10). ``mode="slots"`` gives every episode an engine of its own (one sequence, one
+thread by default, the GGUF file shared through the page cache): an episode's batches then hold only its own tokens,
+so its text depends on its seed alone and a run repeats its rollouts byte for byte, at the cost of the shared prefix
+and of batching (the ``llamacpp:`` backend's ``slots`` and ``batched`` modes make the same trade).
 """
 
 from __future__ import annotations
@@ -34,7 +38,10 @@ from typing import Any
 
 from shoparena.errors import ConfigError
 
-__all__ = ["LlamaCppSampler", "merged_state_dict", "require_llamacpp", "turn_seed"]
+__all__ = ["MODES", "LlamaCppSampler", "merged_state_dict", "require_llamacpp", "turn_seed"]
+
+MODES = ("batched", "slots")
+"""How the episodes of a rollout share llama.cpp (module docstring): one batched engine, or an engine each."""
 
 
 def require_llamacpp(model_dir: str | Path | None = None) -> None:
@@ -102,24 +109,27 @@ class LlamaCppSampler:
 
     ``model_dir``: the checkpoint the policy was loaded from (its ``tokenizer.json`` gives the GGUF's vocabulary);
     ``work_dir``: where the per-step GGUF is written (removed by :meth:`close`); ``dtype``: F32, F16 or Q8_0;
-    ``threads``: llama.cpp's decode threads (default: torch's). Set :attr:`step` before each rollout: it is part of
-    every draw's seed."""
+    ``threads``: llama.cpp's decode threads (default: torch's; ``slots``: per engine, default 1); ``mode``: one of
+    :data:`MODES`. Set :attr:`step` before each rollout: it is part of every draw's seed."""
 
     def __init__(self, model_dir: str | Path, work_dir: str | Path, *, dtype: str = "F16", seed: int = 0,
-                 threads: int | None = None, n_batch: int = 512) -> None:
+                 threads: int | None = None, n_batch: int = 512, mode: str = "batched") -> None:
         from shoparena.llm.gguf_export import DTYPES, bpe_vocab, read_tokenizer_config
 
         if dtype not in DTYPES:
             raise ConfigError(f"unknown GGUF dtype {dtype!r}", hint=f"one of {', '.join(DTYPES)}")
+        if mode not in MODES:
+            raise ConfigError(f"unknown sampler mode {mode!r}", hint=f"one of {', '.join(MODES)}")
         require_llamacpp(model_dir)
         self.model_dir, self.work_dir = Path(model_dir), Path(work_dir)
         self.dtype, self.seed, self.n_batch = dtype, int(seed), int(n_batch)
-        self.threads = threads
+        self.threads, self.mode = threads, mode
         self.step = 0
         self.tokens, self.merges, self.special, self.pre = bpe_vocab(self.model_dir / "tokenizer.json")
         self.tokenizer_config = read_tokenizer_config(self.model_dir)  # its special tokens, for every export
         self.top_k = 50
-        self.engine: Any = None
+        self.engines: list[Any] = []
+        """The running engines: one (``batched``) or one per episode (``slots``); none between rollouts."""
         self.gguf: Path | None = None
         self.exports = 0
         self.policy_sha256: str | None = None
@@ -132,7 +142,8 @@ class LlamaCppSampler:
     # -- TurnSampler ----------------------------------------------------------------------------------------------
 
     def start(self, model: Any, episodes: int, context: int) -> None:
-        """Export ``model``'s current weights and start an engine with ``episodes`` sequences of ``context``."""
+        """Export ``model``'s current weights and start an engine with ``episodes`` sequences of ``context``
+        (``slots``: ``episodes`` engines of one sequence each)."""
         import time
 
         import torch
@@ -144,8 +155,19 @@ class LlamaCppSampler:
         self.gguf = self.export(model)
         gen = getattr(model, "generation_config", None)
         self.top_k = int(getattr(gen, "top_k", None) or 50)
-        self.engine = BatchEngine(self.gguf, n_seq=max(1, episodes), ctx=int(context), n_batch=self.n_batch,
-                                  threads=self.threads or torch.get_num_threads())
+        try:
+            if self.mode == "slots":
+                for _ in range(max(1, episodes)):
+                    self.engines.append(BatchEngine(self.gguf, n_seq=1, ctx=int(context), n_batch=self.n_batch,
+                                                    threads=self.threads or 1))
+            else:
+                self.engines.append(BatchEngine(self.gguf, n_seq=max(1, episodes), ctx=int(context),
+                                                n_batch=self.n_batch, threads=self.threads or torch.get_num_threads()))
+        except BaseException:
+            for engine in self.engines:
+                engine.close()
+            self.engines = []
+            raise
         self._started = time.perf_counter()
         self.stats.append({"step": self.step, "export_s": round(self._started - began, 3),
                            "policy_sha256": self.policy_sha256})
@@ -154,26 +176,29 @@ class LlamaCppSampler:
                temperature: float, top_p: float) -> list[int]:
         from shoparena.llm.llamacpp_batch import GenerationRequest
 
-        if self.engine is None:
+        if not self.engines:
             raise RuntimeError("LlamaCppSampler.sample before start")
+        engine = self.engines[episode % len(self.engines)] if self.mode == "slots" else self.engines[0]
         request = GenerationRequest(ids=list(context), max_new=int(max_new), temperature=float(temperature),
                                     top_k=self.top_k, top_p=float(top_p),
                                     seed=turn_seed(self.seed, self.step, episode, turn), end_ids=frozenset(eos_ids))
-        return list(self.engine.generate(request))
+        return list(engine.generate(request))
 
     def stop(self) -> None:
         """Close the engine (the GGUF stays until the next export or :meth:`close`)."""
         import time
 
-        if self.engine is None:
+        if not self.engines:
             return
-        engine, self.engine = self.engine, None
-        stats = engine.stats
-        self.stats[-1].update({"sample_s": round(time.perf_counter() - self._started, 3),
-                               "prompt_tokens": stats.prompt_tokens,
-                               "prompt_tokens_evaluated": stats.prompt_tokens_evaluated,
-                               "generated_tokens": stats.generated_tokens, "decode_steps": stats.steps})
-        engine.close()
+        engines, self.engines = self.engines, []
+        total = {"prompt_tokens": 0, "prompt_tokens_evaluated": 0, "generated_tokens": 0, "decode_steps": 0}
+        for engine in engines:
+            total["prompt_tokens"] += engine.stats.prompt_tokens
+            total["prompt_tokens_evaluated"] += engine.stats.prompt_tokens_evaluated
+            total["generated_tokens"] += engine.stats.generated_tokens
+            total["decode_steps"] += engine.stats.steps
+            engine.close()
+        self.stats[-1].update({"sample_s": round(time.perf_counter() - self._started, 3), **total})
 
     # -- export ---------------------------------------------------------------------------------------------------
 

@@ -125,9 +125,10 @@ def _key(ep: TokenEpisode) -> tuple[Any, ...]:
 
 
 def _sampled(model_dir: Path, work: Path, rows: list[dict[str, Any]], env: RolloutEnv, temperature: float, *,
-             dtype: str = "F32", step: int = 0, seed: int = 0, model: Any = None) -> list[TokenEpisode]:
+             dtype: str = "F32", step: int = 0, seed: int = 0, model: Any = None,
+             mode: str = "batched") -> list[TokenEpisode]:
     policy, tok = _load(model_dir)
-    sampler = LlamaCppSampler(model_dir, work, dtype=dtype, seed=seed, threads=1)
+    sampler = LlamaCppSampler(model_dir, work, dtype=dtype, seed=seed, threads=1, mode=mode)
     sampler.step = step
     try:
         return _play(model if model is not None else policy, tok, env, rows, temperature, sampler)
@@ -185,6 +186,37 @@ def test_seeded_sampled_rollouts_repeat(overfit_llama: Path, rl_world: RLWorld, 
     assert [e.completion_ids for e in c] != [e.completion_ids for e in a]
     assert turn_seed(5, 2, 0, 0) != turn_seed(5, 2, 1, 0) != turn_seed(5, 3, 1, 0)
     assert turn_seed(5, 2, 0, 1) == turn_seed(5, 2, 0, 1) < 2 ** 32
+
+
+def test_slots_mode_plays_each_episode_as_it_would_alone(overfit_llama: Path, rl_world: RLWorld, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mode="slots"``: every episode decodes in an engine of its own, so an episode's text depends on its seed
+    alone: episodes 0 and 1 of a rollout of four are those of a rollout of two, token for token, and a second
+    rollout of four repeats the first (in one batched engine, what shares a batch can move a near-tie draw)."""
+    from shoparena.llm import llamacpp_batch
+
+    made: list[int] = []
+
+    class Counted(llamacpp_batch.BatchEngine):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(int(kwargs["n_seq"]))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(llamacpp_batch, "BatchEngine", Counted)
+    row = rl_world.rows("grpo_train")[0]
+    env = RolloutEnv([row], rl_world.catalog, max_turns=3)
+    four = _sampled(overfit_llama, tmp_path / "four", [row] * 4, env, 1.0, dtype="F16", seed=5, mode="slots")
+    two = _sampled(overfit_llama, tmp_path / "two", [row] * 2, env, 1.0, dtype="F16", seed=5, mode="slots")
+    again = _sampled(overfit_llama, tmp_path / "again", [row] * 4, env, 1.0, dtype="F16", seed=5, mode="slots")
+    assert made == [1] * 10  # an engine of one sequence per episode: 4 + 2 + 4
+    assert len({tuple(e.completion_ids) for e in four}) > 1  # four different draws, not one repeated
+    assert [_key(e) for e in four[:2]] == [_key(e) for e in two]
+    assert [_key(e) for e in again] == [_key(e) for e in four]
+    with pytest.raises(ConfigError, match="sampler mode"):
+        LlamaCppSampler(overfit_llama, tmp_path / "x", mode="lockstep")
+    with pytest.raises(ValueError):
+        GRPOConfig(sampler_mode="lockstep")  # type: ignore[arg-type]
+    assert GRPOConfig().sampler_mode == "batched"
 
 
 def test_export_is_the_merged_policy_and_leaves_the_model_alone(tiny_llama: Path, tmp_path: Path) -> None:
