@@ -178,7 +178,9 @@ class LlamaCppSampler:
 
         if not self.engines:
             raise RuntimeError("LlamaCppSampler.sample before start")
-        engine = self.engines[episode % len(self.engines)] if self.mode == "slots" else self.engines[0]
+        if self.mode == "slots" and not 0 <= episode < len(self.engines):
+            raise RuntimeError(f"episode {episode} of a rollout started with {len(self.engines)} engines")
+        engine = self.engines[episode] if self.mode == "slots" else self.engines[0]
         request = GenerationRequest(ids=list(context), max_new=int(max_new), temperature=float(temperature),
                                     top_k=self.top_k, top_p=float(top_p),
                                     seed=turn_seed(self.seed, self.step, episode, turn), end_ids=frozenset(eos_ids))
