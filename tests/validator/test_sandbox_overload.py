@@ -91,7 +91,13 @@ def _counting(sandbox: Any, kill_at_launch: bool = False) -> Any:
         launch = launch_batch(*args, **kwargs)
         sandbox.launches += 1
         if kill_at_launch:
-            os.kill(launch.proc.pid, signal.SIGKILL)
+            # the launcher and whatever it has started by now: on a loaded machine bwrap may already have handed
+            # the work on to its child before the kill arrives
+            for pid in [launch.proc.pid, *descendants(launch.proc.pid)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         return launch
 
     sandbox._launch_batch = counted
