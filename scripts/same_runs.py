@@ -82,18 +82,17 @@ def _number(value: Any) -> bool:
 
 
 def _losses(run: Path, stage: str) -> dict[int, float] | None:
-    """Step → loss of one stage: its ``log.jsonl`` where it keeps one, else the run's ``train.log``; None when
-    neither logs a step of it."""
-    losses: dict[int, float] = {}
+    """Step → loss of one stage: its ``log.jsonl`` where it keeps one (read as the stage reads it when it resumes,
+    :func:`shoparena.train.sft.read_step_log`), else the run's ``train.log``; None when neither logs a step of it."""
+    from shoparena.errors import DataError
+    from shoparena.train.sft import read_step_log
+
     log = run / stage / "log.jsonl"
-    if log.is_file():
-        for line in log.read_text(encoding="utf-8", errors="replace").split("\n"):
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int) and _number(row.get("loss")):
-                losses[row["step"]] = float(row["loss"])
+    try:
+        rows, _ = read_step_log(log)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{log}: not a step log ({exc})", hint="the run is damaged: train it again") from None
+    losses = {int(r["step"]): float(r["loss"]) for r in rows if _number(r.get("loss"))}
     text_log = run / "train.log"
     if not losses and text_log.is_file():
         for line in text_log.read_text(encoding="utf-8", errors="replace").split("\n"):

@@ -37,11 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from shoparena.errors import ConfigError
+from shoparena.llm.llamacpp_backend import MODES
 
-__all__ = ["MODES", "LlamaCppSampler", "merged_state_dict", "require_llamacpp", "turn_seed"]
-
-MODES = ("batched", "slots")
-"""How the episodes of a rollout share llama.cpp (module docstring): one batched engine, or an engine each."""
+__all__ = ["LlamaCppSampler", "merged_state_dict", "require_llamacpp", "turn_seed"]
 
 
 def require_llamacpp(model_dir: str | Path | None = None) -> None:
@@ -110,7 +108,7 @@ class LlamaCppSampler:
     ``model_dir``: the checkpoint the policy was loaded from (its ``tokenizer.json`` gives the GGUF's vocabulary);
     ``work_dir``: where the per-step GGUF is written (removed by :meth:`close`); ``dtype``: F32, F16 or Q8_0;
     ``threads``: llama.cpp's decode threads (default: torch's; ``slots``: per engine, default 1); ``mode``: one of
-    :data:`MODES`. Set :attr:`step` before each rollout: it is part of every draw's seed."""
+    the ``llamacpp:`` backend's modes (``batched``: one engine for every episode, ``slots``: an engine each). Set :attr:`step` before each rollout: it is part of every draw's seed."""
 
     def __init__(self, model_dir: str | Path, work_dir: str | Path, *, dtype: str = "F16", seed: int = 0,
                  threads: int | None = None, n_batch: int = 512, mode: str = "batched") -> None:

@@ -97,7 +97,7 @@ def copy_checkpoint(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest)
 
 
-def _read_log(path: Path) -> tuple[list[dict[str, Any]], tuple[float, float]]:
+def read_step_log(path: Path) -> tuple[list[dict[str, Any]], tuple[float, float]]:
     """The step log, one record a step (a resumed run rewrites the steps after its checkpoint, and the later line
     wins), and the CPU and wall seconds the stage's earlier processes spent up to the last step each logged: the
     largest cumulative figures of any line, the steps a killed process made after its last checkpoint included (that
@@ -136,7 +136,7 @@ def _make_callbacks(transformers: Any, log_path: Path, tokens_before: float = 0,
     """The step logger. ``tokens_before`` is the run's input-token count at the checkpoint a resumed process starts
     from: TRL (1.16) counts ``num_tokens`` from zero in every process, so the log adds it to stay cumulative, the
     same numbers as an uninterrupted run. ``spent``: the CPU and wall seconds of the stage's earlier processes
-    (:func:`_read_log`), to which each line's cumulative ``cpu_s`` and ``wall_s`` add this process's."""
+    (:func:`read_step_log`), to which each line's cumulative ``cpu_s`` and ``wall_s`` add this process's."""
 
     class _StepLog(transformers.TrainerCallback):
         """One JSON line per logged step: loss, learning rate, tokens/s (input tokens since the last line)."""
@@ -183,7 +183,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         log_path.unlink(missing_ok=True)
     at = checkpoint_step(last) if last is not None else None  # the run's tokens up to there (TRL restarts at 0)
-    before, spent = _read_log(log_path)
+    before, spent = read_step_log(log_path)
     tokens_before = next((r["num_tokens"] or 0 for r in before if r["step"] == at), 0)
     transformers.set_seed(config.seed)
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
@@ -213,7 +213,7 @@ def _train_once(model_dir: Path, train: list[dict[str, list[int]]], evals: list[
     if config.compact is not None:
         (dest / FORMAT_FILE).write_text(json.dumps({"compact": config.compact.model_dump(mode="json")}) + "\n",
                                         encoding="utf-8")
-    log, _ = _read_log(log_path)
+    log, _ = read_step_log(log_path)
     tokens = log[-1]["num_tokens"] if log else None  # the whole run's, across resumes
     process_tokens = tokens - tokens_before if tokens is not None else None  # throughput of this process
     train_loss = _mean_loss(log, out.global_step)

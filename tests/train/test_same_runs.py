@@ -100,6 +100,17 @@ def test_bad_input_is_one_error_line(runs: dict[str, Path], tmp_path: Path,
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_a_damaged_step_log_is_refused(runs: dict[str, Path], tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "a"
+    shutil.copytree(runs["a"], copy)
+    with (copy / "sft" / "log.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("{not json\n")
+    assert _script().main([str(copy), str(runs["b"])]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "not a step log" in err and "hint:" in err
+
+
 def test_an_unfinished_stage_is_not_called_the_same(runs: dict[str, Path], tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     copy = tmp_path / "a"
