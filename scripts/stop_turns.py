@@ -40,7 +40,8 @@ OPENER = "Recommending"
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path, nargs="+", help="a model's run directory (calls.jsonl) or an evaluation directory")
+    p.add_argument("runs", type=Path, nargs="+",
+                   help="a model's run directory (calls.jsonl) or an evaluation directory")
     p.add_argument("--json", action="store_true", help="print one JSON object: run → figures")
     return p
 
@@ -82,7 +83,8 @@ def stop_turns(run_dir: Path) -> dict[str, Any]:
     try:
         calls = read_run_file(path)
     except DataError as exc:
-        raise DataError(exc.message, hint=exc.hint or "pass a call log a run wrote; a damaged one is not read") from None
+        raise DataError(exc.message,
+                        hint=exc.hint or "pass a call log a run wrote; a damaged one is not read") from None
     if not all(isinstance(c, dict) for c in calls):
         raise DataError(f"{path}: a line is not a JSON object", hint="pass a call log a run wrote")
     seen: dict[tuple[Any, Any], set[str]] = {}
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         dirs: dict[str, Path] = {}
         for path in args.runs:
             if not path.is_dir():
-                raise NotFoundError(f"{path}: no such directory", hint="pass a run directory or an evaluation directory")
+                raise NotFoundError(f"{path}: no such directory",
+                                    hint="pass a run directory or an evaluation directory")
             dirs.update(_run_dirs(path))
         body = {label: stop_turns(d) for label, d in dirs.items()}
     except ShopArenaError as exc:

@@ -108,7 +108,8 @@ class LlamaCppSampler:
     ``model_dir``: the checkpoint the policy was loaded from (its ``tokenizer.json`` gives the GGUF's vocabulary);
     ``work_dir``: where the per-step GGUF is written (removed by :meth:`close`); ``dtype``: F32, F16 or Q8_0;
     ``threads``: llama.cpp's decode threads (default: torch's; ``slots``: per engine, default 1); ``mode``: one of
-    the ``llamacpp:`` backend's modes (``batched``: one engine for every episode, ``slots``: an engine each). Set :attr:`step` before each rollout: it is part of every draw's seed."""
+    the ``llamacpp:`` backend's modes (``batched``: one engine for every episode, ``slots``: an engine each). Set
+    :attr:`step` before each rollout: it is part of every draw's seed."""
 
     def __init__(self, model_dir: str | Path, work_dir: str | Path, *, dtype: str = "F16", seed: int = 0,
                  threads: int | None = None, n_batch: int = 512, mode: str = "batched") -> None:
