@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 GOAL = 5_000.0
 _DERIVED = ("record_id", "idempotency_key", "trace_sha256", "call_log_sha256", "pipeline_version", "created_at")
@@ -192,4 +194,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -178,4 +180,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -87,4 +89,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -14,6 +14,8 @@ import argparse
 import os
 import time
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 TOOLS = [
@@ -62,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

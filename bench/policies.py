@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from shoparena.cli.pipes import run_script
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -174,4 +175,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -274,4 +276,4 @@ def _warm() -> Any:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

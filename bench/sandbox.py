@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 GOAL_MS = 100.0
@@ -97,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -189,4 +191,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -348,4 +350,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

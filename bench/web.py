@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -164,4 +166,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shoparena.cli.pipes import run_script
+
 AMX = re.compile(r"\b(tilezero|tileloadd|tileloaddt1|tilestored|tilerelease|ldtilecfg|sttilecfg|tdpb[su][su]d|tdpbf16ps|"
                  r"tdpfp16ps)\b")
 
@@ -73,4 +75,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

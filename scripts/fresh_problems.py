@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from shoparena.cli.pipes import run_script
 from shoparena.errors import ConfigError, NotFoundError, ShopArenaError
 
 
@@ -77,4 +78,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
 from shoparena.env.turns import (
     call_names,
     callless,
@@ -267,4 +268,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

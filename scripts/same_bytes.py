@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 STAGES = ("sft",)
 
 
@@ -100,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

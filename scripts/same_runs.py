@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 STEP_LINE = re.compile(r"shoparena\.train: (?P<stage>[a-z]+) step (?P<step>\d+) (?P<body>\{.*\})\s*$")
 """A per-step line the training loop logs to ``train.log``: ``<stage> step <n> {json}``."""
 CLOCK_FIELDS = {"runs": ("seconds",), "calls": ("started_at", "duration_ms")}
@@ -209,4 +211,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 
 def _fail(message: str, hint: str) -> None:
     print(f"error: {message}", file=sys.stderr)
@@ -137,4 +139,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -31,6 +31,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
+
 ID = re.compile(r"(?<![\d-])\d{6,}(?![\d-])")
 """A product id as the catalogs write them: a run of 6 or more digits; shorter runs are prices, counts and list
 numbers, and a hyphenated run ("1080-5945") is none."""
@@ -147,4 +149,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shoparena.cli.pipes import run_script
 from shoparena.errors import ConfigError, ShopArenaError
 
 MANIFEST = "teacher_rows.json"
@@ -139,4 +140,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)
