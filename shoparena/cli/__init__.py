@@ -40,7 +40,7 @@ from shoparena.cli import store as store_cli
 from shoparena.cli import web as web_cli
 from shoparena.cli._common import print_error, repeated_option
 from shoparena.cli._extras import missing_extra, needs_extra
-from shoparena.cli.pipes import closed_pipe_exit, flush_stdout, is_closed_pipe
+from shoparena.cli.pipes import exit_if_closed_pipe, flush_stdout
 from shoparena.errors import BackendError, ConfigError, DataError, NotFoundError, ShopArenaError
 
 app = typer.Typer(
@@ -171,8 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     except UnicodeDecodeError as exc:
         _fail(f"not UTF-8 text: {exc}", "pass a UTF-8 text file", DataError.exit_code)
     except OSError as exc:
-        if is_closed_pipe(exc):  # the reader of our output went away (| head): not an error worth a line
-            closed_pipe_exit()
+        exit_if_closed_pipe(exc)  # the reader of our output went away (| head): not an error worth a line
         message, hint, code = _os_error(exc)
         _fail(message, hint or _default_hint(code, args), code)
     except Exception as exc:
@@ -188,12 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"invalid {where}: {first.get('msg', exc)}", "check the options' values", ConfigError.exit_code)
         _fail(f"internal error: {type(exc).__name__}: {exc}",
               "this is a bug; rerun with SHOPARENA_DEBUG=1 for the traceback and report it", EXIT_INTERNAL)
-    try:  # a reader that stopped early is met here, not by the interpreter's flush at exit
-        flush_stdout()
-    except OSError as exc:
-        if not is_closed_pipe(exc):
-            raise
-        closed_pipe_exit()
+    flush_stdout()  # a reader that stopped early is met here, not by the interpreter's flush at exit
     if isinstance(rv, int) and not isinstance(rv, bool):
         sys.exit(rv)
 

@@ -2,7 +2,7 @@
 
 When the process reading a command's standard output exits, the next write raises ``BrokenPipeError`` and Python
 prints a traceback; if that write is the interpreter's own last flush at exit, it prints "Exception ignored ..."
-and exits 120. Neither says anything useful: the reader chose to stop. :func:`closed_pipe_exit` is the one way a
+and exits 120. Neither says anything useful: the reader chose to stop. :func:`exit_if_closed_pipe` is the one way a
 command, a script or a bench ends then: standard output is pointed at ``/dev/null`` so no later flush can raise
 again, and the exit code is 1 (the README's "a failure with no more specific code": the output was not all
 delivered). :func:`run_script` runs a script's ``main`` under that rule, the shape every ``scripts/`` and
@@ -21,13 +21,12 @@ from typing import NoReturn
 EXIT_CLOSED_PIPE = 1
 
 
-def is_closed_pipe(exc: BaseException) -> bool:
-    """Whether ``exc`` is a write to a pipe whose reader has gone (``EPIPE``)."""
-    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
-
-
-def closed_pipe_exit() -> NoReturn:
-    """Exit :data:`EXIT_CLOSED_PIPE` without a traceback, with stdout on ``/dev/null`` so the last flush is silent."""
+def exit_if_closed_pipe(exc: BaseException) -> None:
+    """Exit :data:`EXIT_CLOSED_PIPE` without a traceback when ``exc`` is a write to a pipe whose reader has gone
+    (``EPIPE``), with stdout on ``/dev/null`` so the interpreter's last flush is silent; return otherwise, for the
+    caller to raise or report ``exc``."""
+    if not (isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)):
+        return
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -38,19 +37,23 @@ def closed_pipe_exit() -> NoReturn:
 
 
 def flush_stdout() -> None:
-    """Flush standard output now, inside the caller's handling, instead of at interpreter exit."""
+    """Flush standard output now, where a closed reader ends the process quietly, instead of at interpreter exit."""
     stream = sys.stdout
-    if stream is not None and not stream.closed:
+    if stream is None or stream.closed:
+        return
+    try:
         stream.flush()
+    except OSError as exc:
+        exit_if_closed_pipe(exc)
+        raise
 
 
 def run_script(main: Callable[[], int | None]) -> NoReturn:
     """Run a script's ``main`` and exit with its return value (``None`` is 0); a closed reader exits quietly."""
     try:
         code = main()
-        flush_stdout()
     except OSError as exc:
-        if not is_closed_pipe(exc):
-            raise
-        closed_pipe_exit()
+        exit_if_closed_pipe(exc)
+        raise
+    flush_stdout()
     sys.exit(0 if code is None else code)

@@ -16,16 +16,17 @@ ROOT = Path(__file__).resolve().parents[2]
 LINES = 200_000
 
 
-def _read_one_line_and_close(code: str) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` with stdout on a pipe, read its first line, close the pipe, and collect the exit and stderr."""
+def _read_one_line_and_close(code: str = "", *, argv: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (or the command ``argv``) with stdout on a pipe, read its first line, close the pipe, and collect
+    the exit and stderr."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv or [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read()
-    rc = proc.wait(timeout=120)
+    rc = proc.wait(timeout=300)
     return subprocess.CompletedProcess(proc.args, rc, first, err)
 
 
@@ -118,13 +119,6 @@ def test_a_repository_script_ends_quietly_when_its_reader_goes(tmp_path: Path) -
         run.mkdir()
         (run / "calls.jsonl").write_text("")
         runs.append(str(run))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "stop_turns.py"), *runs],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    assert proc.stdout is not None and proc.stderr is not None
-    first = proc.stdout.readline()
-    proc.stdout.close()
-    err = proc.stderr.read()
-    rc = proc.wait(timeout=300)
-    assert first.startswith(runs[0])
-    assert (rc, err) == (1, "")
+    done = _read_one_line_and_close(argv=[sys.executable, str(ROOT / "scripts" / "stop_turns.py"), *runs])
+    assert done.stdout.startswith(runs[0])
+    assert (done.returncode, done.stderr) == (1, "")
