@@ -34,7 +34,7 @@ def _one(model_dir: str, length: int, checkpointing: bool, threads: int) -> dict
     import transformers
     from peft import LoraConfig, get_peft_model
 
-    from shoparena.train.trainer import _rss_mib  # the stages' own reading of the resident set
+    from shoparena.train.clock import rss_mib  # the stages' own reading of the resident set
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -44,7 +44,7 @@ def _one(model_dir: str, length: int, checkpointing: bool, threads: int) -> dict
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     model.train()
-    loaded = _rss_mib()
+    loaded = rss_mib()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     ids = torch.randint(0, model.config.vocab_size, (1, length), generator=torch.Generator().manual_seed(0))
     step_s = step_cpu = 0.0

@@ -83,7 +83,8 @@ def train(
         print_json(portable(manifest, out).model_dump(mode="json"))  # as manifest.json holds it
         return
     table = Table(title=f"train {spec.name} → {out}", title_justify="left")
-    for col in ("stage", "steps", "loss first → last", "eval loss", "tokens/s", "seconds", "cpu s", "checkpoint"):
+    for col in ("stage", "steps", "loss first → last", "eval loss", "tokens/s", "seconds", "cpu s", "peak GiB",
+                "checkpoint"):
         table.add_column(col, justify="left" if col in ("stage", "checkpoint") else "right")
     for r in manifest.stages:
         m = r.metrics
@@ -93,8 +94,10 @@ def train(
         skipped = (" (resumed: done)" if r.stage in manifest.skipped else
                    " (trained again: its weights had changed)" if r.stage in manifest.redone else "")
         cpu = m.get("stage_cpu_s")  # the whole stage over every process that worked on it
+        peak = m.get("stage_peak_rss_mib")  # the stage's peak resident set (shoparena.train.clock)
         table.add_row(r.stage + skipped, str(r.steps), loss, ev, f"{r.tokens_per_s or 0:.0f}", f"{r.seconds:.1f}",
-                      f"{cpu:.0f}" if isinstance(cpu, (int, float)) else "–", r.checkpoint_sha256[:12])
+                      f"{cpu:.0f}" if isinstance(cpu, (int, float)) else "–",
+                      f"{peak / 1024:.1f}" if isinstance(peak, int) else "–", r.checkpoint_sha256[:12])
     console.print(table)
     if manifest.cpu_s is not None:
         wall = f", {manifest.stages_wall_s:.0f} s wall" if manifest.stages_wall_s is not None else ""

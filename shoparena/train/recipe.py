@@ -442,10 +442,14 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
         if done is None:
             _inherit_format(model, Path(result.model_dir))
             spent = clock.totals()  # the whole stage (sampling included), over every process that worked on it
+            released = release_memory()  # the next stage starts from what this one freed, not on top of it
+            # memory: this process's resident set when the stage began (what earlier stages left), the stage's peak,
+            # and what stays resident once the stage's freed memory is handed back (None where not measurable)
             metrics = {**result.metrics, "stage_cpu_s": spent["cpu_s"], "stage_wall_s": spent["wall_s"],
-                       "stage_processes": spent["processes"]}
+                       "stage_processes": spent["processes"], "stage_rss_start_mib": spent["rss_start_mib"],
+                       "stage_peak_rss_mib": spent["peak_rss_mib"],
+                       "stage_rss_after_mib": released[1] if isinstance(released, tuple) else None}
             result = write_stage(sdir, result.model_copy(update={"key_sha256": key, "metrics": metrics}))
-            release_memory()  # the next stage starts from what this one freed, not on top of it
         input_sha = result.checkpoint_sha256
         manifest.stages.append(result)
         manifest.checkpoints[name] = result.checkpoint_sha256

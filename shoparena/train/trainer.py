@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from shoparena.train.clock import rss_mib
 from shoparena.train.types import StageConfig
 
 __all__ = ["LOGGER", "BarFactory", "StageProgress", "model_dtype", "precision", "quiet", "quiet_datasets",
@@ -40,7 +41,7 @@ def release_memory() -> tuple[int, int] | None:
     import ctypes.util
     import gc
 
-    before = _rss_mib()
+    before = rss_mib()
     gc.collect()
     torch = sys.modules.get("torch")  # a process that never loaded torch has no cache to empty
     if torch is not None and torch.cuda.is_available():
@@ -49,18 +50,8 @@ def release_memory() -> tuple[int, int] | None:
     if name is not None:
         with contextlib.suppress(OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
             ctypes.CDLL(name).malloc_trim(0)
-    after = _rss_mib()
+    after = rss_mib()
     return None if before is None or after is None else (before, after)
-
-
-def _rss_mib() -> int | None:
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    import os
-
-    return pages * os.sysconf("SC_PAGE_SIZE") // (1 << 20)
 
 
 def _cuda() -> bool:

@@ -295,6 +295,15 @@ def test_cli_tiny_runs_all_five_stages_with_a_clean_console(rl_world: Any, tmp_p
     assert printed["stages_wall_s"] == pytest.approx(sum(s["metrics"]["stage_wall_s"] for s in printed["stages"]),
                                                     abs=1e-2)
     assert f"compute: {printed['cpu_s']:.0f} CPU-s, {printed['stages_wall_s']:.0f} s wall" in console.out
+    # every stage's memory: this process's resident set when it began, its own peak, what stayed once released
+    from shoparena.train.clock import reset_peak_rss
+
+    assert "peak GiB" in console.out
+    if reset_peak_rss():  # Linux: the stage's own high-water mark
+        for s in printed["stages"]:
+            m = s["metrics"]
+            assert m["stage_peak_rss_mib"] >= m["stage_rss_start_mib"] - 1 > 100  # a loaded model is resident
+            assert 0 < m["stage_rss_after_mib"] <= m["stage_peak_rss_mib"]
     from shoparena.llm.compact import FORMAT_FILE
 
     # KTO and GRPO choose no observation rendering: they serve the one their input was trained with

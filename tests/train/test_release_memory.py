@@ -19,7 +19,8 @@ GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 # allocations sit above its freed activations.
 HEAP_KEPT = textwrap.dedent("""
     import ctypes, json
-    from shoparena.train.trainer import release_memory, _rss_mib
+    from shoparena.train.clock import rss_mib
+    from shoparena.train.trainer import release_memory
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
@@ -31,7 +32,7 @@ HEAP_KEPT = textwrap.dedent("""
     top = libc.malloc(4096)
     for b in blocks:
         libc.free(b)
-    kept = _rss_mib()
+    kept = rss_mib()
     print(json.dumps({"kept": kept, "released": release_memory()}))
 """)
 
