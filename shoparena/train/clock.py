@@ -1,20 +1,20 @@
-"""A stage's compute time across every process that worked on it.
+"""A stage's compute time across every process that worked on it, and its memory.
 
 A stage can be interrupted and continued by ``--resume`` in a later process, so neither the last process's timer nor
 the trainer's own runtime says what the stage cost. :class:`StageClock` keeps ``<stage>/clock.json``: the CPU seconds
-(every thread of the process: training, in-process sampling, model loading; and the child processes it has waited
-for, such as sandboxed agents) and wall seconds of the processes before
-this one, plus this one's so far, rewritten every ``every_s`` seconds. A process killed between two writes loses at
-most that interval from the count; the work it did after its last checkpoint and the redoing of it are both counted,
-since both were spent. A stage that starts afresh (no ``--resume``, or checkpoints made for other inputs) starts the
-clock at zero.
+(every thread of the process: training, in-process sampling, model loading; and the child processes it has waited for,
+such as sandboxed agents) and wall seconds of the processes before this one, plus this one's so far, rewritten every
+``every_s`` seconds. A process killed between two writes loses at most that interval from the count; the work it did
+after its last checkpoint and the redoing of it are both counted, since both were spent. A stage that starts afresh
+(no ``--resume``, or checkpoints made for other inputs) starts the clock at zero.
 
-The clock also keeps the stage's memory, so a run of several stages in one process shows where it grows: the
-resident set of this process when the stage began (``rss_start_mib``: what earlier stages left behind), and its peak
-resident set during the stage (``peak_rss_mib``, the largest over every process that worked on it). Linux keeps one
-high-water mark per process; the clock resets it when the stage begins (``/proc/self/clear_refs``, "5"), so the peak
-is this stage's alone. Where that reset or the reading is not possible (not Linux) both are ``None``: a process-long
-peak would be charged to whichever stage ran last. Child processes (sandboxed agents) are not counted.
+The clock also keeps the stage's memory, so a run of several stages in one process shows where it grows: the resident
+set of this process when the stage began (``rss_start_mib``: what earlier stages left behind), and its peak resident
+set during the stage (``peak_rss_mib``, the largest over the processes that worked on it and measured it; a clock
+written before memory was kept adds nothing). Linux keeps one high-water mark per process; the clock resets it when
+the stage begins (``/proc/self/clear_refs``, "5"), so the peak is this stage's alone. Where that reset or the reading
+is not possible (not Linux) both are ``None``: a process-long peak would be charged to whichever stage ran last. Child
+processes (sandboxed agents) are not counted.
 """
 
 from __future__ import annotations
