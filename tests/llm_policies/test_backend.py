@@ -196,27 +196,23 @@ def test_think_is_grounded_in_observations(by_bucket: dict[str, Problem], svc: S
     assert "₱" in rec["think"] and ("matches" in rec["think"] or "misses" in rec["think"])
 
 
-def test_a_policy_step_costs_well_under_a_millisecond(problems: list[Problem], svc: SearchService) -> None:
-    """An expert step takes a fraction of a millisecond of CPU (bench/policies.py reports it per harness); the bound is
-    loose so a slow CI machine does not flake."""
-    import time
-
+def test_a_policy_starts_each_episode_once_and_continues_it_from_its_cache(problems: list[Problem],
+                                                                          svc: SearchService) -> None:
+    """Every step after an episode's first continues from the cached state instead of replaying the conversation, so
+    a step's cost does not grow with the episode (its speed per harness is bench/policies.py's, not a test's)."""
     backend = fresh("expert")
-    spent, steps = 0.0, 0
+    steps = 0
 
-    class Timed:
+    class Counted:
         def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-            nonlocal spent, steps
-            t0 = time.process_time()
-            reply = backend.complete(messages, tools or None, Sampling(temperature=0.7, seed=0))
-            spent += time.process_time() - t0
+            nonlocal steps
             steps += 1
-            return reply
+            return backend.complete(messages, tools or None, Sampling(temperature=0.7, seed=0))
 
     for p in problems:
-        run_episode(p, Timed(), svc, protocol="tags", profile="upstream4")
+        run_episode(p, Counted(), svc, protocol="tags", profile="upstream4")
+    assert steps > 2 * len(problems)  # episodes of several steps, so continuing matters
     assert backend.replays == len(problems)  # one start per episode, every later step continued from the cache
-    assert spent / steps < 0.002
 
 
 def test_a_conversation_written_by_other_policies_is_continued(problems: list[Problem], svc: SearchService) -> None:
