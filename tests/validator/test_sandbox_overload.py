@@ -87,8 +87,20 @@ def _counting(sandbox: Any, kill_at_launch: bool = False) -> Any:
     sandbox.launches = 0
     launch_batch = sandbox._launch_batch
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        launch = launch_batch(*args, **kwargs)
+    def counted(agent: bytes, config: dict[str, Any], fds: list[int], *args: Any, **kwargs: Any) -> Any:
+        if kill_at_launch:
+            # the executor is handed input it cannot read, so it dies before any problem or agent code can run
+            # whatever the machine's load; the kill below then comes on top of a death that has already happened
+            bad = os.memfd_create("broken-input")
+            os.write(bad, b"\x00 not the batch input")
+            os.lseek(bad, 0, os.SEEK_SET)
+            fds = [bad if fd == config["input_fd"] else fd for fd in fds]
+            config = {**config, "input_fd": bad}
+        try:
+            launch = launch_batch(agent, config, fds, *args, **kwargs)
+        finally:
+            if kill_at_launch:
+                os.close(config["input_fd"])  # ours; the launcher closes the input it made
         sandbox.launches += 1
         if kill_at_launch:
             # the launcher and whatever it has started by now: on a loaded machine bwrap may already have handed
