@@ -113,8 +113,8 @@ class StageClock:
 
     def totals(self) -> dict[str, Any]:
         """``{"cpu_s", "wall_s", "processes"}``: the earlier processes' plus this one's so far; ``rss_start_mib``:
-        this process's resident set when it began the stage; ``peak_rss_mib``: the stage's peak so far over every
-        process that worked on it (``None`` where this process's could not be measured)."""
+        this process's resident set when it began the stage; ``peak_rss_mib``: the stage's peak so far over the
+        processes that worked on it and measured it (``None`` where this process's could not be measured)."""
         peak = peak_rss_mib() if self._peak_is_stage else None
         if peak is not None and self.before["peak_rss_mib"] is not None:
             peak = max(peak, self.before["peak_rss_mib"])

@@ -448,7 +448,7 @@ def run_recipe(recipe: Recipe, corpus_dir: str | os.PathLike[str], out_dir: str 
             metrics = {**result.metrics, "stage_cpu_s": spent["cpu_s"], "stage_wall_s": spent["wall_s"],
                        "stage_processes": spent["processes"], "stage_rss_start_mib": spent["rss_start_mib"],
                        "stage_peak_rss_mib": spent["peak_rss_mib"],
-                       "stage_rss_after_mib": released[1] if isinstance(released, tuple) else None}
+                       "stage_rss_after_mib": released[1] if released is not None else None}
             result = write_stage(sdir, result.model_copy(update={"key_sha256": key, "metrics": metrics}))
         input_sha = result.checkpoint_sha256
         manifest.stages.append(result)

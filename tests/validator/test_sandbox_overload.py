@@ -32,7 +32,7 @@ from shoparena.validator import core
 from shoparena.validator.core import AgentSpec, ValidatorConfig, evaluate
 from shoparena.validator.run import PARTIAL, RunConfig, run_agents
 from shoparena.validator.sandbox import Outcome, SandboxLimits, get_sandbox, paths
-from shoparena.validator.sandbox.base import RETRIES
+from shoparena.validator.sandbox.base import RETRIES, memfd
 from shoparena.validator.sandbox.bwrap import BubblewrapSandbox
 from shoparena.validator.sandbox.process import ProcessSandbox
 from shoparena.validator.sandbox.supervise import descendants
@@ -91,9 +91,7 @@ def _counting(sandbox: Any, kill_at_launch: bool = False) -> Any:
         if kill_at_launch:
             # the executor is handed input it cannot read, so it dies before any problem or agent code can run
             # whatever the machine's load; the kill below then comes on top of a death that has already happened
-            bad = os.memfd_create("broken-input")
-            os.write(bad, b"\x00 not the batch input")
-            os.lseek(bad, 0, os.SEEK_SET)
+            bad = memfd("broken-input", b"\x00 not the batch input")
             fds = [bad if fd == config["input_fd"] else fd for fd in fds]
             config = {**config, "input_fd": bad}
         try:
